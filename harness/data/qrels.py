@@ -1,0 +1,176 @@
+"""Relevance judgements as columnar arrays, and their readers and writers.
+
+Two file formats are read:
+
+* TREC qrels: ``qid iter docid rel`` separated by whitespace, no header;
+* BEIR qrels: ``query-id<TAB>corpus-id<TAB>score`` with a header line.
+
+Both may be gzip-compressed (``.gz``).  Every format error raises
+:class:`~harness.errors.InputError` naming the file and line.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Mapping
+
+import numpy as np
+
+from harness.data.ids import as_id_array, group_bounds
+from harness.errors import InputError
+from harness.io import atomic_write, open_text
+
+BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
+
+
+@dataclass(frozen=True)
+class Qrels:
+    """Judgements as parallel arrays sorted by (query id, doc id).
+
+    ``relevance`` holds the raw graded labels (they may be 0 or negative: judged
+    non-relevant).  Which labels count as relevant is a protocol option of the
+    metrics (``relevance_threshold``), not a property of the qrels.
+    """
+
+    query_ids: np.ndarray
+    doc_ids: np.ndarray
+    relevance: np.ndarray
+    source: str | None = None
+    _bounds: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_arrays(cls, query_ids, doc_ids, relevance, source: str | None = None) -> "Qrels":
+        q = as_id_array(query_ids)
+        d = as_id_array(doc_ids)
+        r = np.asarray(relevance, dtype=np.int64).reshape(-1)
+        if not (len(q) == len(d) == len(r)):
+            raise ValueError("query_ids, doc_ids and relevance must have the same length")
+        order = np.lexsort((d, q))
+        q, d, r = q[order], d[order], r[order]
+        if len(q) > 1:
+            dup = np.flatnonzero((q[1:] == q[:-1]) & (d[1:] == d[:-1]))
+            if len(dup):
+                i = dup[0] + 1
+                raise InputError(source, f"duplicate judgement for query {q[i]!r} and document {d[i]!r}")
+        return cls(q, d, r, source)
+
+    @classmethod
+    def from_dict(cls, qrels: Mapping[str, Mapping[str, int]], source: str | None = None) -> "Qrels":
+        qs, ds, rs = [], [], []
+        for qid, docs in qrels.items():
+            for did, rel in docs.items():
+                qs.append(str(qid))
+                ds.append(str(did))
+                rs.append(int(rel))
+        return cls.from_arrays(qs, ds, rs, source)
+
+    def to_dict(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for q, d, r in zip(self.query_ids.tolist(), self.doc_ids.tolist(), self.relevance.tolist()):
+            out.setdefault(q, {})[d] = r
+        return out
+
+    def __len__(self) -> int:
+        return len(self.query_ids)
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(unique query ids, starts, ends)``: the rows of each query are ``starts[i]:ends[i]``."""
+        if "b" not in self._bounds:
+            starts, ends = group_bounds(self.query_ids)
+            self._bounds["b"] = (self.query_ids[starts], starts, ends)
+        return self._bounds["b"]
+
+    def query_list(self) -> list[str]:
+        return self.bounds()[0].tolist()
+
+    def groups(self) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+        """Yield ``(query id, doc ids, relevance)`` per query."""
+        qids, starts, ends = self.bounds()
+        for qid, s, e in zip(qids.tolist(), starts, ends):
+            yield qid, self.doc_ids[s:e], self.relevance[s:e]
+
+    def subset(self, query_ids) -> "Qrels":
+        keep = np.isin(self.query_ids, as_id_array(list(query_ids)))
+        return Qrels(self.query_ids[keep], self.doc_ids[keep], self.relevance[keep], self.source)
+
+    def num_relevant(self, threshold: int = 1) -> dict[str, int]:
+        qids, starts, ends = self.bounds()
+        rel = self.relevance >= threshold
+        counts = np.add.reduceat(rel.astype(np.int64), starts) if len(starts) else np.zeros(0, np.int64)
+        return dict(zip(qids.tolist(), counts.tolist()))
+
+
+def _parse_int(text: str, path, line_no: int, what: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            value = float(text)
+        except ValueError:
+            raise InputError(path, f"{what} {text!r} is not an integer", line_no) from None
+        if value != value or not value.is_integer():
+            raise InputError(path, f"{what} {text!r} is not an integer", line_no) from None
+        return int(value)
+
+
+def read_qrels(path: str | Path, fmt: str = "auto") -> Qrels:
+    """Read TREC (``qid iter docid rel``) or BEIR tsv (header ``query-id corpus-id score``) qrels.
+
+    ``fmt`` is ``"trec"``, ``"beir"`` or ``"auto"`` (BEIR when the first line is the
+    BEIR header, TREC otherwise).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(path, "qrels file does not exist")
+    qs: list[str] = []
+    ds: list[str] = []
+    rs: list[int] = []
+    seen: dict[tuple[str, str], int] = {}
+    with open_text(path) as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            line = raw.rstrip("\r\n")
+            if line_no == 1 and fmt in ("auto", "beir"):
+                head = tuple(c.strip() for c in line.split("\t"))
+                if head == BEIR_QRELS_HEADER:
+                    fmt = "beir"
+                    continue
+                if fmt == "beir":
+                    raise InputError(path, f"expected BEIR header 'query-id<TAB>corpus-id<TAB>score', got {line!r}", 1)
+                fmt = "trec"
+            if not line.strip():
+                continue
+            if fmt == "beir":
+                cols = line.split("\t")
+                if len(cols) != 3:
+                    raise InputError(path, f"expected 3 tab-separated columns (query-id, corpus-id, score), got {len(cols)}", line_no)
+                qid, did, rel_text = (c.strip() for c in cols)
+            else:
+                cols = line.split()
+                if len(cols) != 4:
+                    raise InputError(path, f"expected 4 columns (qid iter docid rel), got {len(cols)}", line_no)
+                qid, _, did, rel_text = cols
+            if not qid or not did:
+                raise InputError(path, "empty query or document id", line_no)
+            rel = _parse_int(rel_text, path, line_no, "relevance")
+            key = (qid, did)
+            if key in seen:
+                raise InputError(path, f"duplicate judgement for query {qid!r} and document {did!r} (first on line {seen[key]})", line_no)
+            seen[key] = line_no
+            qs.append(qid)
+            ds.append(did)
+            rs.append(rel)
+    if not qs:
+        raise InputError(path, "qrels file contains no judgements")
+    return Qrels.from_arrays(qs, ds, rs, source=str(path))
+
+
+def write_qrels(qrels: Qrels, path: str | Path, fmt: str = "trec") -> None:
+    """Write qrels atomically as TREC (``qid 0 docid rel``) or BEIR tsv."""
+    with atomic_write(path) as handle:
+        if fmt == "beir":
+            handle.write("\t".join(BEIR_QRELS_HEADER) + "\n")
+            for q, d, r in zip(qrels.query_ids.tolist(), qrels.doc_ids.tolist(), qrels.relevance.tolist()):
+                handle.write(f"{q}\t{d}\t{r}\n")
+        else:
+            for q, d, r in zip(qrels.query_ids.tolist(), qrels.doc_ids.tolist(), qrels.relevance.tolist()):
+                handle.write(f"{q} 0 {d} {r}\n")

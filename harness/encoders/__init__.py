@@ -1,0 +1,1 @@
+"""Encoders: turning texts into dense vectors (or sparse term weights)."""

@@ -1,0 +1,13 @@
+"""Small file helpers shared by every module: atomic writes and compressed reads."""
+from harness.io.atomic import atomic_dir, atomic_write, atomic_write_json, atomic_write_text
+from harness.io.files import open_text, sha256_file, sha256_files
+
+__all__ = [
+    "atomic_dir",
+    "atomic_write",
+    "atomic_write_json",
+    "atomic_write_text",
+    "open_text",
+    "sha256_file",
+    "sha256_files",
+]

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# One-step set-up: a virtual environment in .venv with the harness and its dependencies.
+#   bash scripts/setup.sh          runtime dependencies
+#   bash scripts/setup.sh --dev    also test tools, and (as root with apt) TeX for the LaTeX-compile test
+# Re-running is cheap: it reinstalls only when pyproject.toml or constraints.txt changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEV=0
+[ "${1:-}" = "--dev" ] && DEV=1
+VENV=${VENV:-.venv}
+PY=${PYTHON:-python3}
+
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+PIP="$VENV/bin/python -m pip"
+
+stamp="$VENV/.installed-$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)-dev$DEV"
+if [ ! -f "$stamp" ]; then
+  # torch first, pinned, so that no later resolution pulls a different (multi-GB CUDA) build
+  # on a CPU machine; on a GPU machine the same pin resolves to the registry's CUDA build.
+  $PIP install -q --upgrade pip setuptools wheel
+  $PIP install -q -c constraints.txt torch
+  extras=""
+  [ "$DEV" = 1 ] && extras="[dev]"
+  $PIP install -q -c constraints.txt -e ".${extras}"
+  rm -f "$VENV"/.installed-*
+  touch "$stamp"
+fi
+
+if [ "$DEV" = 1 ] && ! command -v pdflatex >/dev/null 2>&1; then
+  # The LaTeX-table test compiles with pdflatex (booktabs, multirow): Debian's TeX packages.
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends \
+      texlive-latex-base texlive-latex-recommended texlive-latex-extra >/dev/null
+  else
+    echo "warning: pdflatex not found; install TeX (e.g. texlive-latex-recommended) for the LaTeX test" >&2
+  fi
+fi

@@ -1,0 +1,18 @@
+"""Shared fixtures: where the real data lives, and small helpers."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# Real data sits beside the repository (../shared/data); HARNESS_SHARED_DATA overrides.
+SHARED_DATA = Path(os.environ.get("HARNESS_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real data not found at {SHARED_DATA} (set HARNESS_SHARED_DATA)")
+    return SHARED_DATA
