@@ -1,0 +1,195 @@
+"""Many systems x metrics x datasets against one baseline, corrected over a declared family.
+
+:func:`compare_suite` is the entry point behind ``harness compare`` and the suite
+tables: it pairs every non-baseline system with the baseline on every metric and
+dataset (and on declared aggregates such as a BEIR average), then adjusts the
+p-values for multiple comparisons.
+
+The **family** over which p-values are corrected is declared, never implied:
+
+* ``all`` (default): every comparison in the report, i.e. every significance
+  marker in the table it renders;
+* ``metric`` / ``dataset`` / ``system``: one family per metric, per dataset (an
+  aggregate is its own dataset) or per system;
+* a callable ``Comparison -> key`` for anything else.
+
+The method and family are recorded on every comparison (``correction``,
+``family``, ``family_size``) and stated in every output.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence, Union
+
+from harness.errors import ConfigError
+from harness.results import EvaluationResult
+from harness.stats.aggregate import AGGREGATE_DESCRIPTIONS, AGGREGATE_METHODS, compare_aggregate
+from harness.stats.align import PairedScores, align
+from harness.stats.compare import Comparison, StatsOptions, compare_pair
+from harness.stats.correction import CORRECTION_NAMES, CORRECTIONS, adjust_pvalues
+
+FAMILIES = ("all", "metric", "dataset", "system")
+Family = Union[str, Callable[[Comparison], Any]]
+
+
+@dataclass
+class ComparisonReport:
+    """All comparisons of one table, with the settings that produced them."""
+
+    comparisons: list[Comparison]
+    baseline: str
+    systems: list[str]                  # baseline first
+    metrics: list[str]
+    datasets: list[str | None]
+    aggregates: dict[str, list[str]] = field(default_factory=dict)
+    options: StatsOptions = field(default_factory=StatsOptions)
+    correction: str = "holm"
+    alpha: float = 0.05
+    family: str = "all"
+    aggregate_method: str = "pooled"
+
+    def get(self, system: str, metric: str, dataset: str | None = None) -> Comparison:
+        for c in self.comparisons:
+            if c.system == system and c.metric == metric and c.dataset == dataset:
+                return c
+        raise KeyError((system, metric, dataset))
+
+    def describe(self) -> list[str]:
+        """Sentences stating test, interval, correction, family and alpha (for legends and logs)."""
+        sizes = sorted({c.family_size for c in self.comparisons})
+        size_text = "/".join(str(s) for s in sizes) if sizes else "0"
+        lines = [
+            f"Test: {self.options.describe()}.",
+            f"Correction: {CORRECTION_NAMES[self.correction]} over family '{self.family}' "
+            f"({size_text} comparisons per family); significant if adjusted p < {self.alpha:g}.",
+        ]
+        if self.aggregates:
+            lines.append(f"Aggregates: {AGGREGATE_DESCRIPTIONS[self.aggregate_method]}.")
+        missing = sum(c.missing_in_base + c.missing_in_system for c in self.comparisons)
+        if missing:
+            lines.append(f"Missing queries scored as 0: {missing} (query, comparison) pairs.")
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "baseline": self.baseline,
+            "systems": list(self.systems),
+            "metrics": list(self.metrics),
+            "datasets": list(self.datasets),
+            "aggregates": {k: list(v) for k, v in self.aggregates.items()},
+            "aggregate_method": self.aggregate_method if self.aggregates else None,
+            "test": self.options.test,
+            "correction": self.correction,
+            "family": self.family,
+            "alpha": self.alpha,
+            "options": {"resamples": self.options.resamples, "seed": self.options.seed,
+                        "ci_level": self.options.ci_level, "exact_max_n": self.options.exact_max_n,
+                        "missing": self.options.missing},
+            "description": self.describe(),
+            "comparisons": [c.to_dict() for c in self.comparisons],
+        }
+
+
+def apply_correction(comparisons: Sequence[Comparison], method: str, family: Family = "all") -> str:
+    """Set ``p_adjusted``, ``correction``, ``family`` and ``family_size`` in place; returns the family name."""
+    if method not in CORRECTIONS:
+        raise ConfigError(f"unknown correction {method!r}; choose one of {', '.join(CORRECTIONS)}")
+    if callable(family):
+        key_of, family_name = family, getattr(family, "__name__", "custom")
+    elif family in FAMILIES:
+        family_name = family
+        key_of = {"all": lambda c: "all", "metric": lambda c: c.metric,
+                  "dataset": lambda c: c.dataset or "", "system": lambda c: c.system}[family]
+    else:
+        raise ConfigError(f"unknown family {family!r}; choose one of {', '.join(FAMILIES)} or pass a function")
+    groups: dict[Any, list[Comparison]] = {}
+    for c in comparisons:
+        groups.setdefault(key_of(c), []).append(c)
+    for key, members in groups.items():
+        adjusted = adjust_pvalues([c.p_value for c in members], method)
+        label = family_name if family_name == "all" else f"{family_name}={key}"
+        for c, p in zip(members, adjusted):
+            c.p_adjusted = float(p)
+            c.correction = method
+            c.family = label
+            c.family_size = len(members)
+    return family_name
+
+
+def _evaluation(value: Any) -> EvaluationResult:
+    evaluation = getattr(value, "evaluation", value)   # a StoredResult carries one
+    if not isinstance(evaluation, EvaluationResult):
+        raise ConfigError(f"expected an EvaluationResult or a stored result, got {type(value).__name__}")
+    return evaluation
+
+
+def compare_suite(results: Mapping[str | None, Mapping[str, Any]], metrics: Sequence[str], *,
+                  baseline: str | None = None, aggregates: Mapping[str, Sequence[str]] | None = None,
+                  aggregate_method: str = "pooled", options: StatsOptions = StatsOptions(),
+                  correction: str = "holm", alpha: float = 0.05, family: Family = "all") -> ComparisonReport:
+    """Compare every system with the baseline on every dataset, metric and aggregate.
+
+    ``results`` maps dataset name (``None`` for a single unnamed dataset) to
+    ``{system name: EvaluationResult or StoredResult}``; the first system of the
+    first dataset is the baseline unless ``baseline`` is given.  ``aggregates`` maps
+    an aggregate name (e.g. ``"BEIR avg"``) to the datasets it averages.
+    """
+    if not results:
+        raise ConfigError("nothing to compare: no results given")
+    if aggregate_method not in AGGREGATE_METHODS:
+        raise ConfigError(f"unknown aggregate method {aggregate_method!r}; "
+                          f"choose one of {', '.join(AGGREGATE_METHODS)}")
+    if not 0.0 < alpha < 1.0:
+        raise ConfigError(f"alpha must be in (0, 1), got {alpha}")
+    if not metrics:
+        raise ConfigError("no metrics to compare")
+    datasets = list(results)
+    systems: list[str] = []
+    for per_system in results.values():
+        systems += [s for s in per_system if s not in systems]
+    baseline = baseline if baseline is not None else systems[0]
+    if baseline not in systems:
+        raise ConfigError(f"baseline {baseline!r} is not among the systems: {', '.join(systems)}")
+    others = [s for s in systems if s != baseline]
+    if not others:
+        raise ConfigError(f"nothing to compare: only the baseline {baseline!r} was given")
+    for dataset, per_system in results.items():
+        absent = [s for s in systems if s not in per_system]
+        if absent:
+            raise ConfigError(f"dataset {dataset!r} has no result for {', '.join(absent)}")
+
+    pairs: dict[tuple[str | None, str, str], PairedScores] = {}
+    comparisons: list[Comparison] = []
+    for dataset in datasets:
+        base_eval = _evaluation(results[dataset][baseline])
+        for system in others:
+            sys_eval = _evaluation(results[dataset][system])
+            for metric in metrics:
+                scores = align(base_eval, sys_eval, metric=metric, missing=options.missing,
+                               base_name=baseline, system_name=system)
+                pairs[(dataset, system, metric)] = scores
+                comparisons.append(compare_pair(scores, metric=metric, system=system, baseline=baseline,
+                                                dataset=dataset, options=options))
+    for name, members in (aggregates or {}).items():
+        unknown = [d for d in members if d not in results]
+        if unknown:
+            raise ConfigError(f"aggregate {name!r} names datasets without results: {', '.join(map(str, unknown))}")
+        if name in results:
+            raise ConfigError(f"aggregate name {name!r} is also a dataset name")
+        for system in others:
+            for metric in metrics:
+                comparisons.append(compare_aggregate({d: pairs[(d, system, metric)] for d in members}, name=name,
+                                                     metric=metric, system=system, baseline=baseline,
+                                                     method=aggregate_method, options=options))
+    family_name = apply_correction(comparisons, correction, family)
+    return ComparisonReport(comparisons, baseline, [baseline, *others], list(metrics), datasets,
+                            {k: list(v) for k, v in (aggregates or {}).items()}, options, correction, alpha,
+                            family_name, aggregate_method)
+
+
+def compare_systems(results: Mapping[str, Any], metrics: Sequence[str], *, baseline: str | None = None,
+                    options: StatsOptions = StatsOptions(), correction: str = "holm", alpha: float = 0.05,
+                    family: Family = "all", dataset: str | None = None) -> ComparisonReport:
+    """Compare systems evaluated on one dataset: ``{system name: EvaluationResult or StoredResult}``."""
+    return compare_suite({dataset: results}, metrics, baseline=baseline, options=options,
+                         correction=correction, alpha=alpha, family=family)
