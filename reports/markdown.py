@@ -30,7 +30,12 @@ _ESCAPED = {
     "\r": " ",
     "\t": " ",
 }
-_LINE_START = re.compile(r"^(\s*)([-+#=>]|\d+[.)])")
+_LINE_START = re.compile(r"^(\s*)(?:([-+#=>])|(\d+)([.)]))")
+
+
+def _escape_line_start(match: re.Match) -> str:
+    indent, symbol, number, period = match.groups()
+    return indent + ("\\" + symbol if symbol else number + "\\" + period)
 
 
 def escape_markdown(text: str, paragraph: bool = False) -> str:
@@ -41,7 +46,7 @@ def escape_markdown(text: str, paragraph: bool = False) -> str:
     """
     escaped = "".join(_ESCAPED.get(ch, ch) for ch in str(text))
     if paragraph:
-        escaped = _LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), escaped, count=1)
+        escaped = _LINE_START.sub(_escape_line_start, escaped, count=1)
     return escaped
 
 
