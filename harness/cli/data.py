@@ -1,0 +1,99 @@
+"""``harness data``: dataset statistics under a suite's protocol, and verified downloads.
+
+``harness data stats --suite SUITE --dataset-dir DIR [--format json|table]`` prints the
+counts of what the suite loads (documents, queries, judged pairs, queries without
+judgements, mean relevant documents per query, ...) and the protocol card.
+
+``harness data download --suite S --dataset D [--cache DIR] [--base-url URL]`` fetches
+a dataset from its official location, verifies its checksum and caches it atomically
+(see :mod:`suites.download`).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("data", help="dataset statistics and downloads",
+                       description="Inspect benchmark data under a suite's protocol, or download it.")
+    actions = p.add_subparsers(dest="data_command", metavar="ACTION")
+    actions.required = True
+
+    s = actions.add_parser("stats", help="counts and protocol card of a dataset folder under a suite",
+                           description="Load DIR under SUITE's protocol and print its counts and protocol card.")
+    s.add_argument("--suite", default="beir", help="beir, miracl, mkqa, cmteb, dureader, synthetic (default: beir)")
+    s.add_argument("--dataset-dir", required=True, type=Path, help="dataset folder (BEIR layout or release format)")
+    s.add_argument("--dataset", default=None, help="dataset/task/language name within the suite")
+    s.add_argument("--split", default=None, help="qrels split (default: the only one, else the suite's)")
+    s.add_argument("--language", default=None, help="language code (MIRACL, MKQA)")
+    s.add_argument("--gallery", choices=("full", "sub200k"), default=None, help="DuReader gallery protocol")
+    s.add_argument("--gallery-size", type=int, default=None, help="DuReader sub-gallery size (default 200000)")
+    s.add_argument("--seed", type=int, default=None, help="DuReader sub-gallery seed (default 42)")
+    s.add_argument("--format", choices=("json", "table"), default="table")
+    s.set_defaults(func=run_stats)
+
+    d = actions.add_parser("download", help="download, verify and cache a benchmark dataset",
+                           description="Fetch a dataset from its official public location (or --base-url), verify "
+                                       "its checksum and cache it atomically; prints the cached folder.")
+    d.add_argument("--suite", required=True, help="beir, miracl, mkqa, cmteb or dureader")
+    d.add_argument("--dataset", default=None, help="BEIR name, MIRACL language, C-MTEB task")
+    d.add_argument("--cache", type=Path, default=None, help="cache root (default: $HARNESS_DATA or "
+                                                            "~/.cache/retrieval-harness/data)")
+    d.add_argument("--base-url", default=None, help="mirror replacing the official host")
+    d.add_argument("--with-corpus", action="store_true", help="MIRACL: also the passage corpus; MKQA: BEIR's NQ corpus")
+    d.add_argument("--force", action="store_true", help="download again even if cached")
+    d.set_defaults(func=run_download)
+
+
+def stats_report(args: argparse.Namespace) -> dict[str, Any]:
+    from suites.base import get_suite
+
+    suite = get_suite(args.suite)
+    options: dict[str, Any] = {}
+    for key in ("language", "gallery", "gallery_size", "seed"):
+        value = getattr(args, key, None)
+        if value is not None:
+            options[key] = value
+    if args.suite == "miracl":
+        options["require_corpus"] = False
+    loaded = suite.load(args.dataset_dir, dataset=args.dataset, split=args.split, **options)
+    stats = getattr(suite, "stats", None)
+    if stats is None:
+        from suites.benchmarks._common import dataset_stats as stats
+    return {"suite": args.suite, "dataset": loaded.name, "path": str(args.dataset_dir), "split": loaded.dataset.split,
+            "counts": stats(loaded), "card": loaded.card.to_dict()}
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    report = stats_report(args)
+    if args.format == "json":
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        return 0
+    print(f"{report['suite']} / {report['dataset']}  ({report['path']}, split {report['split']})")
+    _print_block("counts", report["counts"])
+    card = dict(report["card"])
+    extra = card.pop("extra", {})
+    _print_block("protocol card", card)
+    if extra:
+        _print_block("card extra", extra)
+    return 0
+
+
+def _print_block(title: str, values: dict[str, Any]) -> None:
+    print(f"{title}:")
+    width = max((len(k) for k in values), default=0)
+    for key, value in values.items():
+        shown = "-" if value is None else (", ".join(map(str, value)) if isinstance(value, (list, tuple)) else value)
+        print(f"  {key:<{width}}  {shown}")
+
+
+def run_download(args: argparse.Namespace) -> int:
+    from suites.download import download_dataset
+
+    path = download_dataset(args.suite, args.dataset, cache=args.cache, base_url=args.base_url, force=args.force,
+                            with_corpus=args.with_corpus)
+    print(path)
+    return 0

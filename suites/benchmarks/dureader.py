@@ -1,0 +1,182 @@
+"""DuReader-Retrieval (Qiu et al., 2022): dev queries, MRR@10, Recall@1, Recall@50.
+
+Metrics as the official ``metric/evaluation.py`` of the DuReader-Retrieval baseline
+defines them: MRR@10 is the reciprocal rank of the first positive within the top 10;
+"recall@k" is the fraction of queries with **at least one** positive in the top k
+(a hit rate, not trec_eval's recall), i.e. trec_eval ``success@k``.  Both are
+averaged over all dev queries (a query without results scores 0: ``complete``).
+The card therefore lists ``mrr@10``, ``success@1``, ``success@50``; tables may label
+the last two "Recall@1" and "Recall@50" as the paper does.
+
+Two gallery protocols (``--gallery``):
+
+``full``
+    the whole passage collection (about 8.09M passages for the official dev set).
+``sub200k``
+    paper 002 (PEG, Table 3): "we have randomly selected a subset of 200,000
+    documents from the original gallery".  Here: every passage judged positive for a
+    dev query, plus passages drawn uniformly without replacement (``numpy``
+    ``default_rng(seed)``) from the rest until the gallery holds ``gallery_size``
+    passages (all of them when the collection is smaller), kept in corpus order.
+    Seed and size are recorded in the card's ``extra``; results of the two
+    protocols (or of different seeds) are never compared.
+
+Inputs: the original release (``dev/dev.json``: one JSON object per line with
+``question_id``, ``question`` and ``answer_paragraphs`` [{``paragraph_id``,
+``paragraph_text``}]; passages in ``corpus.jsonl`` (BEIR rows) or the baseline's
+``passage-collection/part-0*`` files (tab-separated, passage text in the third
+column, global line number -> id via ``passage2id.map.json``)), or any BEIR-layout
+folder (e.g. WebQA recast as retrieval).  BM25 uses the Chinese analyzer.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.data.beir import BeirDataset, Corpus, Queries, iter_jsonl, read_corpus
+from harness.data.qrels import Qrels
+from harness.errors import ConfigError, InputError
+from harness.io import open_text
+from suites.base import LoadedBenchmark, register_suite
+from suites.benchmarks._common import BeirLayoutSuite, find_optional, load_beir_folder, make_card, resolve_split, \
+    with_options
+
+METRICS = ("mrr@10", "success@1", "success@50")
+GALLERIES = ("full", "sub200k")
+DEFAULT_GALLERY_SIZE = 200_000
+DEFAULT_SEED = 42
+
+
+def read_dev_json(path: str | Path) -> tuple[Queries, Qrels, dict[str, str]]:
+    """Read ``dev.json``: queries, qrels (answer paragraphs, relevance 1) and positive passage texts."""
+    path = Path(path)
+    ids: list[str] = []
+    texts: list[str] = []
+    qs: list[str] = []
+    ds: list[str] = []
+    positives: dict[str, str] = {}
+    seen: set[str] = set()
+    pairs: set[tuple[str, str]] = set()
+    for line_no, obj in iter_jsonl(path):
+        qid, question, paras = obj.get("question_id"), obj.get("question"), obj.get("answer_paragraphs")
+        if not qid or not isinstance(question, str) or not question.strip():
+            raise InputError(path, "expected non-empty 'question_id' and 'question'", line_no)
+        if not isinstance(paras, list):
+            raise InputError(path, "'answer_paragraphs' must be a list", line_no)
+        qid = str(qid)
+        if qid in seen:
+            raise InputError(path, f"duplicate question_id {qid!r}", line_no)
+        seen.add(qid)
+        ids.append(qid)
+        texts.append(question)
+        for para in paras:
+            pid = para.get("paragraph_id") if isinstance(para, dict) else None
+            if not pid:
+                raise InputError(path, "answer paragraph without 'paragraph_id'", line_no)
+            if (qid, str(pid)) not in pairs:
+                pairs.add((qid, str(pid)))
+                qs.append(qid)
+                ds.append(str(pid))
+            if para.get("paragraph_text"):
+                positives.setdefault(str(pid), para["paragraph_text"])
+    if not ids:
+        raise InputError(path, "no dev questions")
+    return Queries(ids, texts, source=str(path)), Qrels.from_arrays(qs, ds, [1] * len(qs), source=str(path)), positives
+
+
+def read_passage_collection(folder: str | Path) -> Corpus:
+    """Read the baseline's ``part-0*`` files with ``passage2id.map.json`` (line number -> passage id)."""
+    folder = Path(folder)
+    map_file = folder / "passage2id.map.json"
+    if not map_file.exists():
+        raise InputError(map_file, "passage id map not found")
+    with open_text(map_file) as handle:
+        id_map = json.load(handle)
+    ids: list[str] = []
+    texts: list[str] = []
+    row = 0
+    parts = sorted(p for p in folder.iterdir() if p.name.startswith("part-"))
+    if not parts:
+        raise InputError(folder, "no passage-collection part-* files")
+    for part in parts:
+        with open_text(part) as handle:
+            for line_no, raw in enumerate(handle, start=1):
+                cols = raw.rstrip("\r\n").split("\t")
+                if len(cols) < 3:
+                    raise InputError(part, f"expected at least 3 tab-separated columns, got {len(cols)}", line_no)
+                pid = id_map.get(str(row))
+                if pid is None:
+                    raise InputError(map_file, f"no passage id for collection row {row} ({part.name}:{line_no})")
+                ids.append(str(pid))
+                texts.append(cols[2])
+                row += 1
+    return Corpus(ids, [""] * len(ids), texts, source=str(folder))
+
+
+def sub_gallery(corpus: Corpus, qrels: Qrels, size: int, seed: int) -> Corpus:
+    """All judged positives plus uniformly drawn other passages, ``size`` in total, in corpus order."""
+    if size <= 0:
+        raise ConfigError(f"gallery size must be positive, got {size}")
+    positive = set(qrels.doc_ids[qrels.relevance >= 1].tolist())
+    is_pos = np.fromiter((d in positive for d in corpus.ids), dtype=bool, count=len(corpus))
+    if is_pos.sum() > size:
+        raise ConfigError(f"gallery size {size} is smaller than the {int(is_pos.sum())} judged positives")
+    others = np.flatnonzero(~is_pos)
+    n_draw = min(size - int(is_pos.sum()), len(others))
+    drawn = np.random.default_rng(seed).choice(others, size=n_draw, replace=False) if n_draw else np.zeros(0, int)
+    keep = np.sort(np.concatenate([np.flatnonzero(is_pos), drawn]))
+    return Corpus([corpus.ids[i] for i in keep], [corpus.titles[i] for i in keep], [corpus.texts[i] for i in keep],
+                  corpus.source)
+
+
+@register_suite("dureader")
+class DuReaderSuite(BeirLayoutSuite):
+    """DuReader-Retrieval dev (full gallery or paper 002's 200k sub-gallery), and BEIR-layout folders."""
+
+    description = "DuReader-Retrieval: dev, MRR@10, Recall@1/@50 (hit rate); full or 200k sub-gallery"
+    answer_lang = "zh"
+
+    def datasets(self) -> list[str]:
+        return ["dureader-retrieval"]
+
+    def load(self, dataset_dir: str | Path, *, dataset: str | None = None, split: str | None = None,
+             **options: Any) -> LoadedBenchmark:
+        root = Path(dataset_dir)
+        if not root.is_dir():
+            raise InputError(root, "dataset directory does not exist")
+        gallery = options.pop("gallery", None) or "full"
+        if gallery not in GALLERIES:
+            raise ConfigError(f"unknown gallery {gallery!r}; choose {', '.join(GALLERIES)}")
+        size = int(options.pop("gallery_size", None) or DEFAULT_GALLERY_SIZE)
+        seed = options.pop("seed", None)
+        seed = DEFAULT_SEED if seed is None else int(seed)
+        language = options.pop("language", None) or "zh"
+        dev_file = find_optional(root / "dev", "dev.json")
+        if dev_file is not None:
+            queries, qrels, _ = read_dev_json(dev_file)
+            if find_optional(root, "corpus.jsonl"):
+                corpus = read_corpus(find_optional(root, "corpus.jsonl"))
+            elif (root / "passage-collection").is_dir():
+                corpus = read_passage_collection(root / "passage-collection")
+            else:
+                raise InputError(root, "no passages: expected corpus.jsonl or passage-collection/")
+            split, meta = "dev", {"format": "dureader-release", "queries_in_file": len(queries)}
+            ds = BeirDataset(corpus, queries.subset(set(qrels.query_list())), qrels, root, split)
+            name = dataset or "dureader-retrieval"
+        else:
+            split = resolve_split(root, split, "dev")
+            ds, meta = load_beir_folder(root, split)
+            name = dataset or root.name
+        meta["full_gallery_size"] = len(ds.corpus)
+        extra: dict[str, Any] = {"gallery": gallery}
+        if gallery == "sub200k":
+            ds = BeirDataset(sub_gallery(ds.corpus, ds.qrels, size, seed), ds.queries, ds.qrels, ds.path, ds.split)
+            extra.update({"gallery_seed": seed, "gallery_size": size})
+        meta["gallery_size"] = len(ds.corpus)
+        meta["answer_lang"] = language
+        card = make_card("dureader", name, split, ds, metrics=METRICS, complete=True, bm25_language=language,
+                         extra=extra, notes="DuReader-Retrieval protocol; success@k is the official recall@k")
+        return LoadedBenchmark(ds, with_options(card, options), None, meta)

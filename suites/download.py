@@ -1,0 +1,299 @@
+"""Downloading benchmark data from its official public location, verified and cached atomically.
+
+``harness data download --suite S --dataset D [--cache DIR] [--base-url URL]``
+
+Every dataset is built in a temporary folder next to its cache folder: each file is
+streamed to disk while its SHA-256 (and MD5) is computed, checked, unpacked if it is
+an archive, and only when everything verified is the temporary folder renamed to
+``<cache>/<suite>/<dataset>``.  A failed or interrupted download leaves nothing in the
+cache (an older complete copy stays untouched until the new one has verified).
+
+Checksums
+    Known checksums are data in the suite modules: BEIR's published MD5 of every zip
+    (plus SHA-256 where established).  For files without a published checksum the
+    SHA-256 is recorded on the first successful download in ``<cache>/checksums.json``
+    (keyed by suite, dataset and file, not by URL, so a mirror must serve the same
+    bytes) and every later download of that file is verified against it.  Delete an
+    entry to accept a new upstream version on purpose.
+
+Sources (``--base-url`` replaces the host part, e.g. a mirror or a local server)
+    beir      ``<base>/<name>.zip`` (default base: the BEIR UKP host)
+    miracl    ``<base>/miracl/resolve/main/miracl-v1.0-<lang>/{topics,qrels}/...`` and with
+              ``--with-corpus`` ``<base>/miracl-corpus/resolve/main/miracl-corpus-v1.0-<lang>/docs-<n>.jsonl.gz``
+    mkqa      the release ``mkqa.jsonl.gz`` (apple/ml-mkqa); ``--with-corpus`` adds BEIR's NQ corpus
+    cmteb     the task's mteb hub dataset at mteb's pinned revision (parquet files)
+    dureader  the DuReader-Retrieval baseline dataset archive (Baidu CDN)
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from harness.errors import ConfigError, HarnessError
+from harness.io import atomic_write_json
+
+log = logging.getLogger("harness.download")
+LEDGER = "checksums.json"
+USER_AGENT = "retrieval-harness/0.1 (+benchmark download)"
+
+
+class DownloadError(HarnessError):
+    """A download failed, or its bytes did not match the expected checksum."""
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file to fetch: where from, where it goes, how to check and unpack it."""
+
+    url: str
+    target: str                       # path inside the dataset folder (archives: where to unpack)
+    sha256: str | None = None
+    md5: str | None = None
+    unpack: str | None = None         # "zip" | "tar" | None
+    strip_top: bool = False           # drop the archive's single top-level folder
+    probe: bool = False               # part of a shard sequence: HTTP 404 ends it
+
+
+def default_cache() -> Path:
+    return Path(os.environ.get("HARNESS_DATA", Path.home() / ".cache" / "retrieval-harness" / "data"))
+
+
+def _stream(url: str, dest: Path, timeout: float = 60.0) -> tuple[str, str, int]:
+    """Download ``url`` to ``dest``; returns (sha256, md5, bytes).  HTTP 404 raises FileNotFoundError."""
+    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
+    sha, md5, size = hashlib.sha256(), hashlib.md5(), 0  # noqa: S324 - md5 only to match published sums
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response, open(dest, "wb") as out:  # noqa: S310
+            total = int(response.headers.get("Content-Length") or 0)
+            bar = _progress(total, Path(url).name)
+            while block := response.read(1 << 20):
+                out.write(block)
+                sha.update(block)
+                md5.update(block)
+                size += len(block)
+                if bar is not None:
+                    bar.update(len(block))
+            if bar is not None:
+                bar.close()
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            raise FileNotFoundError(url) from None
+        raise DownloadError(f"{url}: HTTP {exc.code} {exc.reason}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise DownloadError(f"{url}: {getattr(exc, 'reason', exc)}") from None
+    return sha.hexdigest(), md5.hexdigest(), size
+
+
+def _progress(total: int, name: str):
+    if total < (8 << 20):
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover
+        return None
+    return tqdm(total=total, unit="B", unit_scale=True, desc=name, leave=False)
+
+
+def _unpack(archive: Path, kind: str, into: Path, strip_top: bool) -> None:
+    into.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=into))
+    try:
+        if kind == "zip":
+            with zipfile.ZipFile(archive) as zf:
+                for member in zf.namelist():
+                    _check_member(member, archive)
+                zf.extractall(staging)
+        elif kind == "tar":
+            with tarfile.open(archive) as tf:
+                for member in tf.getmembers():
+                    _check_member(member.name, archive)
+                    if not (member.isfile() or member.isdir()):
+                        raise DownloadError(f"{archive.name}: refusing link or device member {member.name!r}")
+                tf.extractall(staging)  # noqa: S202 - members checked above
+        else:
+            raise ConfigError(f"unknown archive kind {kind!r}")
+        source = staging
+        entries = [p for p in staging.iterdir() if not p.name.startswith("__MACOSX")]
+        if strip_top and len(entries) == 1 and entries[0].is_dir():
+            source = entries[0]
+        for item in source.iterdir():
+            if item.name.startswith("__MACOSX"):
+                continue
+            shutil.move(str(item), str(into / item.name))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _check_member(name: str, archive: Path) -> None:
+    path = Path(name)
+    if path.is_absolute() or ".." in path.parts:
+        raise DownloadError(f"{archive.name}: unsafe path {name!r} in archive")
+
+
+class Ledger:
+    """SHA-256 of files without a published checksum, recorded on first download."""
+
+    def __init__(self, cache: Path):
+        self.path = cache / LEDGER
+        self.entries: dict[str, str] = {}
+        if self.path.exists():
+            self.entries = json.loads(self.path.read_text(encoding="utf-8"))
+
+    def save(self) -> None:
+        atomic_write_json(self.path, dict(sorted(self.entries.items())))
+
+
+def fetch(files: Iterable[RemoteFile], dest: str | Path, *, cache: str | Path, key: str, force: bool = False) -> Path:
+    """Fetch, verify and unpack ``files`` into ``dest`` atomically; returns ``dest``."""
+    dest, cache = Path(dest), Path(cache)
+    if dest.exists() and not force:
+        log.info("%s already cached in %s", key, dest)
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    ledger = Ledger(cache)
+    recorded: dict[str, str] = {}
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent))
+    probing_done = False
+    try:
+        for item in files:
+            if item.probe and probing_done:
+                continue
+            download_to = tmp / ".download"
+            try:
+                sha, md5, size = _stream(item.url, download_to)
+            except FileNotFoundError:
+                if item.probe:  # the shard sequence ended
+                    probing_done = True
+                    continue
+                raise DownloadError(f"{item.url}: HTTP 404 not found") from None
+            entry = f"{key}/{item.target}"
+            _verify(item, entry, sha, md5, ledger)
+            if entry not in ledger.entries and not item.sha256:
+                recorded[entry] = sha
+            log.info("fetched %s (%d bytes, sha256 %s)", item.url, size, sha[:12])
+            if item.unpack:
+                _unpack(download_to, item.unpack, tmp / item.target, item.strip_top)
+                download_to.unlink()
+            else:
+                target = tmp / item.target
+                target.parent.mkdir(parents=True, exist_ok=True)
+                download_to.replace(target)
+        if dest.exists():
+            old = dest.with_name(f".{dest.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            dest.replace(old)
+            tmp.replace(dest)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.replace(dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if recorded:
+        ledger.entries.update(recorded)
+        ledger.save()
+    return dest
+
+
+def _verify(item: RemoteFile, entry: str, sha: str, md5: str, ledger: Ledger) -> None:
+    expected = [("SHA-256", item.sha256, sha), ("MD5", item.md5, md5),
+                ("recorded SHA-256", ledger.entries.get(entry) if not item.sha256 else None, sha)]
+    for what, want, got in expected:
+        if want and want.lower() != got:
+            raise DownloadError(f"{item.url}: {what} mismatch (expected {want}, got {got}); nothing was cached")
+
+
+# --------------------------------------------------------------------------- per-suite sources
+def beir_files(name: str, base_url: str | None) -> list[RemoteFile]:
+    from suites.benchmarks.beir import BASE_URL, NOT_PUBLIC, ZIP_MD5, ZIP_SHA256
+
+    if name in NOT_PUBLIC:
+        raise ConfigError(f"BEIR {name!r} has no public download; build it as BEIR describes")
+    base = (base_url or BASE_URL).rstrip("/")
+    return [RemoteFile(f"{base}/{name}.zip", ".", sha256=ZIP_SHA256.get(name), md5=ZIP_MD5.get(name),
+                       unpack="zip", strip_top=True)]
+
+
+def miracl_files(lang: str, base_url: str | None, with_corpus: bool) -> list[RemoteFile]:
+    from suites.benchmarks.miracl import CORPUS_SHARDS, HF_BASE_URL, check_language
+
+    check_language(lang)
+    base = (base_url or HF_BASE_URL).rstrip("/")
+    files = [RemoteFile(f"{base}/miracl/resolve/main/miracl-v1.0-{lang}/{kind}/{kind}.miracl-v1.0-{lang}-dev.tsv",
+                        f"{kind}/{kind}.miracl-v1.0-{lang}-dev.tsv") for kind in ("topics", "qrels")]
+    if with_corpus:
+        known = CORPUS_SHARDS.get(lang)
+        count = known if known is not None else 1000
+        for i in range(count):
+            files.append(RemoteFile(
+                f"{base}/miracl-corpus/resolve/main/miracl-corpus-v1.0-{lang}/docs-{i}.jsonl.gz",
+                f"miracl-corpus-v1.0-{lang}/docs-{i}.jsonl.gz", probe=known is None and i > 0))
+    return files
+
+
+def mkqa_files(base_url: str | None, with_corpus: bool) -> list[RemoteFile]:
+    from suites.benchmarks.beir import BASE_URL, ZIP_MD5
+    from suites.benchmarks.mkqa import RELEASE_URL
+
+    url = f"{base_url.rstrip('/')}/mkqa.jsonl.gz" if base_url else RELEASE_URL
+    files = [RemoteFile(url, "mkqa.jsonl.gz")]
+    if with_corpus:  # the English Wikipedia passages of BEIR's NQ (as BGE-M3's MKQA evaluation)
+        base = (base_url or BASE_URL).rstrip("/")
+        files.append(RemoteFile(f"{base}/nq.zip", "nq", md5=None if base_url else ZIP_MD5["nq"], unpack="zip",
+                                strip_top=True))
+    return files
+
+
+def cmteb_files(task: str, base_url: str | None) -> list[RemoteFile]:
+    from suites.benchmarks.cmteb import task_definition
+
+    d = task_definition(task)
+    base = (base_url or "https://huggingface.co/datasets").rstrip("/")
+    root = f"{base}/{d['hf_path']}/resolve/{d['revision']}"
+    configs = ["corpus", "queries", "data"] + (["top_ranked"] if d["kind"] == "reranking" else [])
+    return [RemoteFile(f"{root}/{c}/{d['split']}-00000-of-00001.parquet", f"{c}/{d['split']}-00000-of-00001.parquet")
+            for c in configs]
+
+
+def dureader_files(base_url: str | None) -> list[RemoteFile]:
+    base = (base_url or "https://dataset-bj.cdn.bcebos.com/qianyan").rstrip("/")
+    return [RemoteFile(f"{base}/dureader-retrieval-baseline-dataset.tar.gz", ".", unpack="tar", strip_top=True)]
+
+
+def download_dataset(suite: str, dataset: str | None = None, *, cache: str | Path | None = None,
+                     base_url: str | None = None, force: bool = False, with_corpus: bool = False) -> Path:
+    """Download one dataset of a suite into ``<cache>/<suite>/<dataset>``; returns that folder."""
+    cache = Path(cache) if cache else default_cache()
+    if suite == "beir":
+        if not dataset:
+            raise ConfigError("pick a BEIR dataset with --dataset (e.g. scifact)")
+        files, name = beir_files(dataset, base_url), dataset
+    elif suite == "miracl":
+        if not dataset:
+            raise ConfigError("pick a MIRACL language with --dataset (e.g. te)")
+        files, name = miracl_files(dataset, base_url, with_corpus), dataset
+    elif suite == "mkqa":
+        files, name = mkqa_files(base_url, with_corpus), "mkqa"
+    elif suite == "cmteb":
+        if not dataset:
+            raise ConfigError("pick a C-MTEB task with --dataset (e.g. T2Retrieval)")
+        from suites.benchmarks.cmteb import task_definition
+
+        name = task_definition(dataset)["name"]
+        files = cmteb_files(name, base_url)
+    elif suite == "dureader":
+        files, name = dureader_files(base_url), "dureader-retrieval"
+    else:
+        raise ConfigError(f"suite {suite!r} has no download source (beir, miracl, mkqa, cmteb, dureader)")
+    return fetch(files, cache / suite / name, cache=cache, key=f"{suite}/{name}", force=force)
