@@ -15,12 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 CORRECTIONS = ("holm", "bonferroni", "bh", "none")
-CORRECTION_NAMES = {
-    "holm": "Holm (family-wise error rate)",
-    "bonferroni": "Bonferroni (family-wise error rate)",
-    "bh": "Benjamini-Hochberg (false discovery rate)",
-    "none": "no correction",
-}
+CORRECTION_NAMES = {"holm": "Holm", "bonferroni": "Bonferroni", "bh": "Benjamini-Hochberg", "none": "no correction"}
+CORRECTION_CONTROLS = {"holm": "family-wise error rate", "bonferroni": "family-wise error rate",
+                       "bh": "false discovery rate", "none": "nothing"}
 
 
 def adjust_pvalues(p_values, method: str) -> np.ndarray:

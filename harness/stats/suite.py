@@ -26,7 +26,7 @@ from harness.results import EvaluationResult
 from harness.stats.aggregate import AGGREGATE_DESCRIPTIONS, AGGREGATE_METHODS, compare_aggregate
 from harness.stats.align import PairedScores, align
 from harness.stats.compare import Comparison, StatsOptions, compare_pair
-from harness.stats.correction import CORRECTION_NAMES, CORRECTIONS, adjust_pvalues
+from harness.stats.correction import CORRECTION_CONTROLS, CORRECTION_NAMES, CORRECTIONS, adjust_pvalues
 
 FAMILIES = ("all", "metric", "dataset", "system")
 Family = Union[str, Callable[[Comparison], Any]]
@@ -60,8 +60,9 @@ class ComparisonReport:
         size_text = "/".join(str(s) for s in sizes) if sizes else "0"
         lines = [
             f"Test: {self.options.describe()}.",
-            f"Correction: {CORRECTION_NAMES[self.correction]} over family '{self.family}' "
-            f"({size_text} comparisons per family); significant if adjusted p < {self.alpha:g}.",
+            f"Correction: {CORRECTION_NAMES[self.correction]} (controls the {CORRECTION_CONTROLS[self.correction]}) "
+            f"over family '{self.family}' ({size_text} comparisons per family); "
+            f"significant if adjusted p < {self.alpha:g}.",
         ]
         if self.aggregates:
             lines.append(f"Aggregates: {AGGREGATE_DESCRIPTIONS[self.aggregate_method]}.")

@@ -1,0 +1,170 @@
+"""``harness compare``: paired significance tests of runs or stored results against a baseline.
+
+Either TREC runs scored against one qrels file (``--qrels Q --run BASE --run A ...``)
+or stored result directories (``--result DIR_BASE --result DIR_A ...``, read from
+their ``per_query.tsv.gz``; refused when their protocol cards differ).  The first
+run/result is the baseline.  Output: JSON (default), or a Markdown/LaTeX table
+whose legend names the test, the correction, the family and alpha.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from harness.errors import ConfigError
+
+_RUN_SUFFIXES = (".gz", ".trec", ".txt", ".run", ".tsv", ".res")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "compare",
+        help="paired significance tests (t-test, randomization, bootstrap) of systems against a baseline",
+        description="Compare every run (or result directory) with the first one on each metric: mean, delta, "
+                    "two-sided paired test, p-value corrected over the family of comparisons, percentile "
+                    "bootstrap CI of the mean difference, Cohen's d_z and win/tie/loss counts.",
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--run", action="append", type=Path, dest="runs",
+                     help="TREC run file (repeat; the first is the baseline); needs --qrels")
+    src.add_argument("--result", action="append", type=Path, dest="results",
+                     help="stored result directory (repeat; the first is the baseline)")
+    p.add_argument("--qrels", type=Path, help="qrels file (TREC or BEIR tsv) for --run")
+    p.add_argument("-m", "--metric", action="append", dest="metrics",
+                   help="metric (repeatable), e.g. ndcg@10; with --result, default: the metrics all results share")
+    p.add_argument("--name", action="append", dest="names",
+                   help="display name per run/result, in the same order (default: file or directory names)")
+    p.add_argument("--test", choices=("ttest", "randomization", "bootstrap"), default="ttest",
+                   help="two-sided paired test (default: ttest)")
+    p.add_argument("--seed", type=int, default=0, help="seed for randomization/bootstrap (per-comparison streams are "
+                                                       "derived from it; default 0)")
+    p.add_argument("--resamples", type=int, default=10_000,
+                   help="Monte Carlo sign flips and bootstrap resamples (default 10000)")
+    p.add_argument("--exact-max-n", type=int, default=30,
+                   help="randomization test: enumerate all sign vectors up to this many non-zero differences")
+    p.add_argument("--ci-level", type=float, default=0.95, help="confidence level of the bootstrap CI")
+    p.add_argument("--correction", choices=("holm", "bonferroni", "bh", "none"), default="holm",
+                   help="multiple-comparison correction (default: holm)")
+    p.add_argument("--family", choices=("all", "metric", "system"), default="all",
+                   help="comparisons corrected together (default: all comparisons of this table)")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level for markers (default 0.05)")
+    p.add_argument("--missing", choices=("error", "zero"), default="error",
+                   help="queries scored for only one system: error (default) or score them as 0")
+    p.add_argument("--relevance-threshold", type=int, default=1, help="--run: lowest relevant label (trec_eval -l)")
+    p.add_argument("--exclude-self", action="store_true", help="--run: drop documents whose id is the query id")
+    p.add_argument("--complete", action="store_true",
+                   help="--run: score every judged query, unanswered ones as 0 (trec_eval -c)")
+    p.add_argument("--format", choices=("json", "markdown", "latex"), default="json")
+    p.add_argument("--caption", default="", help="table caption (markdown/latex)")
+    p.add_argument("--label", default="", help="LaTeX \\label")
+    p.add_argument("--decimals", type=int, default=1, help="decimals of table cells (values x100)")
+    p.add_argument("--output", type=Path, help="write here (atomically) instead of stdout")
+    p.set_defaults(func=run)
+
+
+def _display_names(paths: list[Path], default_names: list[str], names: list[str] | None) -> list[str]:
+    if names:
+        if len(names) != len(paths):
+            raise ConfigError(f"--name given {len(names)} times for {len(paths)} runs/results")
+        chosen = list(names)
+    else:
+        chosen = default_names
+    seen: set[str] = set()
+    for name in chosen:
+        if name in seen:
+            raise ConfigError(f"two runs/results are both named {name!r}; give each a --name")
+        seen.add(name)
+    return chosen
+
+
+def _run_name(path: Path) -> str:
+    name = path.name
+    while any(name.endswith(s) for s in _RUN_SUFFIXES):
+        name = name[: name.rfind(".")]
+    return name or path.name
+
+
+def _evaluate_runs(args: argparse.Namespace) -> tuple[dict, list[str]]:
+    from harness.data import read_qrels, read_run
+    from harness.metrics import evaluate, parse_metrics
+
+    if args.qrels is None:
+        raise ConfigError("--run needs --qrels")
+    if not args.metrics:
+        raise ConfigError("--run needs at least one -m/--metric")
+    metrics = [str(m) for m in parse_metrics(args.metrics)]
+    names = _display_names(args.runs, [_run_name(p) for p in args.runs], args.names)
+    qrels = read_qrels(args.qrels)
+    results = {}
+    for name, path in zip(names, args.runs):
+        results[name] = evaluate(qrels, read_run(path, name=name), metrics,
+                                 relevance_threshold=args.relevance_threshold, exclude_self=args.exclude_self,
+                                 complete=args.complete)
+    return results, metrics
+
+
+def _metric_name(name: str, available: set[str]) -> str:
+    if name in available:
+        return name
+    from harness.metrics import parse_metric
+
+    try:
+        return str(parse_metric(name))
+    except ConfigError:
+        return name
+
+
+def _load_results(args: argparse.Namespace) -> tuple[dict, list[str]]:
+    from harness.protocol import assert_comparable
+    from harness.store import load_result
+
+    if args.qrels is not None:
+        raise ConfigError("--qrels is for --run; stored results carry their own per-query values")
+    stored = [load_result(d) for d in args.results]
+    names = _display_names(args.results, [s.name for s in stored], args.names)
+    base = stored[0]
+    for name, other in zip(names[1:], stored[1:]):
+        assert_comparable(base.card, other.card, what=f"{names[0]} ({base.path}) and {name} ({other.path})")
+    shared = [m for m in base.evaluation.metrics if all(m in s.evaluation.per_query for s in stored[1:])]
+    if args.metrics:
+        metrics = list(dict.fromkeys(_metric_name(m, set(shared)) for m in args.metrics))
+        for m in metrics:
+            lacking = [n for n, s in zip(names, stored) if m not in s.evaluation.per_query]
+            if lacking:
+                raise ConfigError(f"metric {m!r} has no per-query values in {', '.join(lacking)}")
+    elif not shared:
+        raise ConfigError("the results share no metric")
+    else:
+        metrics = shared
+    return {name: s.evaluation for name, s in zip(names, stored)}, metrics
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.stats import StatsOptions, compare_systems
+
+    if len(args.runs or args.results) < 2:
+        raise ConfigError("give the baseline and at least one more run/result to compare")
+    results, metrics = _evaluate_runs(args) if args.runs else _load_results(args)
+    options = StatsOptions(test=args.test, resamples=args.resamples, seed=args.seed, ci_level=args.ci_level,
+                           exact_max_n=args.exact_max_n, missing=args.missing)
+    report = compare_systems(results, metrics, options=options, correction=args.correction, alpha=args.alpha,
+                             family=args.family)
+    if args.format == "json":
+        text = json.dumps(report.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    else:
+        from harness.stats.tables import comparison_table
+        from reports.latex import render_latex
+        from reports.markdown import render_markdown
+
+        table = comparison_table(report, caption=args.caption, label=args.label, decimals=args.decimals)
+        text = (render_markdown(table) if args.format == "markdown" else render_latex(table)).rstrip("\n") + "\n"
+    if args.output:
+        from harness.io import atomic_write
+
+        with atomic_write(args.output) as handle:
+            handle.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
