@@ -1,0 +1,90 @@
+"""``harness table``: regenerate tables.
+
+``harness table paper <id> [--table N] [--format latex|markdown] [--verify]`` regenerates a seed
+paper's transcribed tables (reports/papers) with every derived cell recomputed from the printed
+base numbers; ``--verify`` reports each derived value that disagrees with its print (a report,
+exit status 0; a malformed table file exits 2).  ``harness table paper --list`` lists the papers.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("table", help="regenerate tables (the seed papers' published tables)",
+                       description="Regenerate tables as LaTeX or GitHub Markdown.")
+    kinds = p.add_subparsers(dest="table_kind", metavar="KIND")
+    kinds.required = True
+    paper = kinds.add_parser(
+        "paper", help="a seed paper's transcribed tables, derived cells recomputed",
+        description="Regenerate a seed paper's tables from reports/papers/<id>/table<k>.yaml: base numbers as "
+                    "printed, derived cells (averages, deltas, gains) recomputed. --verify lists every derived "
+                    "value that disagrees with the printed one beyond rounding, and every extraction gap.",
+    )
+    paper.add_argument("paper", nargs="?", help="paper id (000) or short name (tdro)")
+    paper.add_argument("--table", type=int, default=None, metavar="N", help="only table N (default: all)")
+    paper.add_argument("--format", choices=("latex", "markdown"), default=None,
+                       help="output format (default: markdown, or none with --verify)")
+    paper.add_argument("--verify", action="store_true", help="report derived values that disagree with the paper")
+    paper.add_argument("--output", type=Path, default=None, help="write the tables to this file instead of stdout")
+    paper.add_argument("--list", action="store_true", help="list the transcribed papers and their tables")
+    paper.set_defaults(func=run_paper)
+
+
+def _list() -> str:
+    from reports.papers import list_papers, table_numbers
+
+    lines = []
+    for paper in list_papers():
+        numbers = ", ".join(map(str, table_numbers(paper))) or "none"
+        lines.append(f"{paper.id}  {paper.short_name:<16} tables {numbers:<14} {paper.title}")
+    return "\n".join(lines) + "\n"
+
+
+def verify_report(specs) -> str:
+    """The plain-text verify report for some tables (what ``--verify`` prints)."""
+    from reports.papers import count_checked, verify
+
+    out = []
+    for spec in specs:
+        findings = verify(spec)
+        counts = Counter(f.kind for f in findings)
+        out.append(f"{spec.ref}: {count_checked(spec)} printed derived values checked; "
+                   f"{counts['mismatch']} mismatch, {counts['rounding']} rounding, {counts['gap']} gap, "
+                   f"{counts['unrecomputable']} unrecomputable")
+        labels = {r.id: r.label for r in spec.rows}
+        for f in findings:
+            where = labels[f.row] if labels[f.row] == f.row else f"{labels[f.row]} [{f.row}]"
+            out.append(f"  {f.kind:<14} {where} / {f.column} ({f.part}): {f.message}")
+    return "\n".join(out) + "\n"
+
+
+def run_paper(args: argparse.Namespace) -> int:
+    from harness.errors import ConfigError
+    from harness.io import atomic_write_text
+    from reports.latex import render_latex
+    from reports.markdown import render_markdown
+    from reports.papers import load_tables, to_table
+
+    if args.list:
+        sys.stdout.write(_list())
+        return 0
+    if not args.paper:
+        raise ConfigError("name a paper (id or short name), or use --list")
+    specs = load_tables(args.paper, args.table)
+    fmt = args.format or (None if args.verify else "markdown")
+    if fmt is not None:
+        render = render_latex if fmt == "latex" else render_markdown
+        text = "\n".join(render(to_table(spec)) for spec in specs)
+        if args.output is not None:
+            atomic_write_text(args.output, text)
+        else:
+            sys.stdout.write(text)
+            if args.verify:
+                sys.stdout.write("\n")
+    if args.verify:
+        sys.stdout.write(verify_report(specs))
+    return 0
