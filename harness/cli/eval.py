@@ -1,0 +1,98 @@
+"""``harness eval``: evaluate a model on a dataset folder under a suite's protocol, and store the result."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+DEFAULT_METRICS = ("ndcg@10", "recall@100", "mrr@10", "map", "p@10", "success@10")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "eval",
+        help="evaluate a model (bm25, minilm, or a model path) on a dataset folder and store the result",
+        description="Retrieve with MODEL on the dataset in --dataset-dir (BEIR layout or a suite's release "
+                    "format), score per query under the suite's protocol card, print the metrics and store "
+                    "run, per-query values, metrics and manifest in one result directory.",
+    )
+    p.add_argument("--model", required=True, help="'bm25', an alias ('minilm'), a local model path or a hub id")
+    p.add_argument("--dataset-dir", required=True, type=Path, help="dataset folder")
+    p.add_argument("--suite", default=None, help="protocol to evaluate under (beir, miracl, mkqa, cmteb, dureader, "
+                   "synthetic); default: generic BEIR-layout protocol with the default metrics")
+    p.add_argument("--split", default=None, help="qrels split (default: the suite's)")
+    p.add_argument("--dataset", default=None, help="dataset name within the suite (default: the folder name)")
+    p.add_argument("--language", default=None, help="language code (MIRACL/MKQA; default from the folder)")
+    p.add_argument("-m", "--metric", action="append", dest="metrics", default=None,
+                   help=f"metric to report (repeatable; default: the suite's metrics, plus {', '.join(DEFAULT_METRICS)} "
+                        "for the generic protocol)")
+    p.add_argument("--out", type=Path, default=None, help="result directory (default: results/<suite>/<dataset>/<model>)")
+    p.add_argument("--results-root", type=Path, default=Path("results"), help="root for default result directories")
+    p.add_argument("--cache-dir", type=Path, default=None,
+                   help="embedding/index cache (default: $HARNESS_CACHE or ~/.cache/retrieval-harness)")
+    p.add_argument("--pooling", choices=("cls", "mean", "last"), default=None, help="pooling for a model path")
+    p.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None, help="L2-normalise embeddings")
+    p.add_argument("--query-prompt", default=None, help="prefix for queries (overrides model default)")
+    p.add_argument("--doc-prompt", default=None, help="prefix for documents (overrides model default)")
+    p.add_argument("--max-length", type=int, default=None, help="max tokens for queries and documents")
+    p.add_argument("--batch-size", type=int, default=None, help="encoding batch size")
+    p.add_argument("--index", default="Flat", help="faiss index factory string (Flat, HNSW32, IVF1024,Flat, ...)")
+    p.add_argument("--top-k", type=int, default=None, help="run depth (default: the card's, 1000)")
+    p.add_argument("--k1", type=float, default=0.9, help="BM25 k1")
+    p.add_argument("--b", type=float, default=0.4, help="BM25 b")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.pipeline import ModelSpec, default_out_dir, evaluate_model, load_benchmark
+
+    options = {"split": args.split, "dataset": args.dataset}
+    if args.language:
+        options["language"] = args.language
+    loaded = load_benchmark(args.dataset_dir, args.suite, **options)
+    card_changes: dict = {}
+    if args.metrics:
+        card_changes["metrics"] = tuple(args.metrics)
+    elif args.suite is None:
+        card_changes["metrics"] = tuple(dict.fromkeys(loaded.card.metrics + DEFAULT_METRICS))
+    if args.top_k:
+        card_changes["top_k"] = args.top_k
+    if card_changes:
+        loaded.card = loaded.card.with_(**card_changes)
+
+    overrides: dict = {}
+    for key, value in (("pooling", args.pooling), ("normalize", args.normalize), ("query_prompt", args.query_prompt),
+                       ("doc_prompt", args.doc_prompt), ("batch_size", args.batch_size)):
+        if value is not None:
+            overrides[key] = value
+    if args.max_length:
+        overrides["query_max_length"] = overrides["doc_max_length"] = args.max_length
+    spec = ModelSpec(args.model, overrides=overrides, bm25_k1=args.k1, bm25_b=args.b, index=args.index)
+    out = args.out or default_out_dir(args.results_root, loaded, spec)
+    cache = args.cache_dir or os.environ.get("HARNESS_CACHE")
+    result = evaluate_model(spec, loaded, out, cache_dir=cache)
+
+    if args.format == "json":
+        print(json.dumps({"metrics": result.metrics, "result_dir": str(out), "card": result.card.to_dict()},
+                         indent=2, ensure_ascii=False))
+    else:
+        _print_table(result, out)
+    return 0
+
+
+def _print_table(result, out: Path) -> None:
+    card = result.card
+    width = max(len(m) for m in result.metrics)
+    print(f"{card.suite} / {card.dataset or result.manifest['dataset']['name']}  "
+          f"model={result.manifest['model']}  queries={result.manifest['num_queries']}")
+    for metric, value in result.metrics.items():
+        print(f"  {metric:<{width}}  {value:.4f}")
+    print(f"protocol: split={card.split} relevance>={card.relevance_threshold} exclude_self={card.exclude_self} "
+          f"complete={card.complete} top_k={card.top_k}  (card {card.fingerprint()})")
+    timings = result.manifest.get("timings", {})
+    if timings:
+        print("timings: " + ", ".join(f"{k}={v:.1f}s" for k, v in timings.items()))
+    print(f"stored in {out}", file=sys.stderr)

@@ -1,0 +1,136 @@
+"""The evaluation pipeline: model x benchmark -> run -> per-query metrics -> results store.
+
+This is the one path every number takes::
+
+    load benchmark (suite)  ->  retrieve (dense: encode corpus [cached] + faiss; or BM25)
+        ->  per-query metrics under the protocol card  ->  result directory
+
+The card's prompts and max lengths are protocol settings: when a card sets them,
+every model is evaluated with them; when it leaves them empty, each model uses its
+own defaults, which are recorded in the manifest (``encoder``), not in the card.
+So results of different models under the same card stay comparable.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.data.run import Run
+from harness.encoders.base import Encoder
+from harness.errors import ConfigError
+from harness.protocol import ProtocolCard
+from harness.results import EvaluationResult
+from harness.store import StoredResult, load_result, write_result
+from suites.base import LoadedBenchmark, get_suite
+
+log = logging.getLogger("harness.pipeline")
+
+LEXICAL_MODELS = ("bm25",)
+
+
+@dataclass
+class ModelSpec:
+    """What to retrieve with: ``bm25``, an alias (``minilm``), a local path or hub id, or an Encoder."""
+
+    name: str
+    encoder: Encoder | None = None
+    overrides: dict[str, Any] | None = None     # HFEncoder keyword overrides (pooling, normalize, ...)
+    bm25_k1: float = 0.9
+    bm25_b: float = 0.4
+    index: str = "Flat"                          # faiss factory string for dense retrieval
+
+    @property
+    def is_lexical(self) -> bool:
+        return self.encoder is None and self.name.lower() in LEXICAL_MODELS
+
+
+def build_encoder(spec: ModelSpec, card: ProtocolCard) -> Encoder:
+    """Instantiate the dense encoder, applying protocol prompts/lengths when the card sets them."""
+    if spec.encoder is not None:
+        return spec.encoder
+    from harness.encoders.hf import load_encoder
+
+    kwargs: dict[str, Any] = dict(spec.overrides or {})
+    if card.query_prompt:
+        kwargs.setdefault("query_prompt", card.query_prompt)
+    if card.doc_prompt:
+        kwargs.setdefault("doc_prompt", card.doc_prompt)
+    if card.query_max_length:
+        kwargs.setdefault("query_max_length", card.query_max_length)
+    if card.doc_max_length:
+        kwargs.setdefault("doc_max_length", card.doc_max_length)
+    return load_encoder(spec.name, **kwargs)
+
+
+def retrieve(spec: ModelSpec, loaded: LoadedBenchmark, *, cache_dir: str | Path | None = None,
+             timings: dict[str, float] | None = None) -> tuple[Run, dict[str, Any]]:
+    """Retrieve the top ``card.top_k`` documents per query; returns the run and the model identity."""
+    card = loaded.card
+    ds = loaded.dataset
+    timings = timings if timings is not None else {}
+    start = time.perf_counter()
+    if spec.is_lexical:
+        from harness.retrieval.bm25 import bm25_search
+
+        index_dir = Path(cache_dir) / "bm25" if cache_dir else None
+        run = bm25_search(ds.corpus, ds.queries, k=card.top_k, k1=spec.bm25_k1, b=spec.bm25_b,
+                          language=card.bm25_language, index_dir=index_dir)
+        identity: dict[str, Any] = {"model": "bm25", "k1": spec.bm25_k1, "b": spec.bm25_b,
+                                    "analyzer": card.bm25_language, "fields": "title + ' ' + text"}
+    else:
+        from harness.retrieval.dense import dense_search
+
+        encoder = build_encoder(spec, card)
+        identity = dict(encoder.identity())
+        identity["index"] = spec.index
+        run = dense_search(encoder, ds.corpus, ds.queries, k=card.top_k, index=spec.index, cache_dir=cache_dir)
+    timings["retrieve_s"] = round(time.perf_counter() - start, 3)
+    return Run(run.query_ids, run.doc_ids, run.scores, name=_slug(spec.name), source=run.source), identity
+
+
+def evaluate_model(spec: ModelSpec, loaded: LoadedBenchmark, out_dir: str | Path, *,
+                   cache_dir: str | Path | None = None, suite_name: str | None = None,
+                   extra_manifest: dict[str, Any] | None = None) -> StoredResult:
+    """Run the whole pipeline and write one result directory (atomically)."""
+    timings: dict[str, float] = {}
+    run, identity = retrieve(spec, loaded, cache_dir=cache_dir, timings=timings)
+    start = time.perf_counter()
+    suite = get_suite(suite_name or loaded.card.suite)
+    evaluation: EvaluationResult = suite.evaluate(loaded, run)
+    timings["evaluate_s"] = round(time.perf_counter() - start, 3)
+    manifest: dict[str, Any] = {
+        "name": f"{loaded.name}/{_slug(spec.name)}",
+        "model": spec.name,
+        "encoder": identity,
+        "dataset": {"name": loaded.name, "path": str(loaded.dataset.path), "split": loaded.dataset.split,
+                    "num_docs": len(loaded.dataset.corpus), "num_queries": len(loaded.dataset.queries),
+                    "corpus_hash": loaded.dataset.corpus.content_hash(),
+                    "queries_hash": loaded.dataset.queries.content_hash()},
+        "timings": timings,
+    }
+    manifest.update(extra_manifest or {})
+    write_result(out_dir, run=run, evaluation=evaluation, card=loaded.card, manifest=manifest)
+    log.info("stored %s in %s", loaded.name, out_dir)
+    return load_result(out_dir)
+
+
+def load_benchmark(dataset_dir: str | Path, suite: str | None = None, **options: Any) -> LoadedBenchmark:
+    """Load a dataset folder under a suite's protocol (default: the generic BEIR-layout protocol)."""
+    return get_suite(suite or "beir").load(dataset_dir, **{k: v for k, v in options.items() if v is not None})
+
+
+def _slug(name: str) -> str:
+    path = Path(name)
+    base = path.name if path.exists() else name
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in base).strip("-") or "model"
+
+
+def default_out_dir(results_root: str | Path, loaded: LoadedBenchmark, spec: ModelSpec) -> Path:
+    return Path(results_root) / _slug(loaded.card.suite) / _slug(loaded.name) / _slug(spec.name)
+
+
+__all__ = ["ModelSpec", "build_encoder", "retrieve", "evaluate_model", "load_benchmark", "default_out_dir",
+           "ConfigError"]
