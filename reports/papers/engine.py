@@ -107,7 +107,7 @@ class Recomputer:
         if row.delta_vs is None:
             return Computed(None, missing=f"row {row.id!r} has no delta_vs")
         own, base = self.value(i, j), self.value(self._rows[row.delta_vs], j)
-        return _combine(Derivation("diff", (row.id, row.delta_vs)), [(f"row {row.id!r}", own),
+        return _combine(Derivation("diff", (row.id, row.delta_vs)), [("its value", own),
                                                                      (f"baseline row {row.delta_vs!r}", base)])
 
 
