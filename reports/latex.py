@@ -126,8 +126,9 @@ def escape_latex(text: str, unicode: str = "escape") -> str:
     """
     if unicode not in ("escape", "keep"):
         raise ValueError(f"unicode must be 'escape' or 'keep', got {unicode!r}")
+    text = str(text)
     out: list[str] = []
-    for i, ch in enumerate(str(text)):
+    for i, ch in enumerate(text):
         if ch in _SPECIALS:
             out.append(_SPECIALS[ch])
         elif ch == "-":

@@ -275,12 +275,13 @@ def layout(table: Table) -> Layout:
     current_group: str | None = None
     previous_kind: str | None = None
     for i, row in enumerate(table.rows):
-        if row.group != current_group:
+        group = row.group or None   # an empty group name is no group
+        if group != current_group:
             if body:
                 body.append(Rule())
-            if row.group is not None:
-                body.append(GroupHeader(row.group))
-            current_group = row.group
+            if group is not None:
+                body.append(GroupHeader(group))
+            current_group = group
         elif (row.kind in ("average", "gain") and previous_kind is not None
               and previous_kind not in ("average", "gain")):
             body.append(Rule())

@@ -77,8 +77,14 @@ def run_paper(args: argparse.Namespace) -> int:
     specs = load_tables(args.paper, args.table)
     fmt = args.format or (None if args.verify else "markdown")
     if fmt is not None:
-        render = render_latex if fmt == "latex" else render_markdown
-        text = "\n".join(render(to_table(spec)) for spec in specs)
+        parts = []
+        for spec in specs:
+            title = f"Paper {spec.paper.id} ({spec.paper.short_name}), Table {spec.number}"
+            if fmt == "latex":
+                parts.append(f"% {title}\n" + render_latex(to_table(spec)))
+            else:
+                parts.append(f"### {title}\n\n" + render_markdown(to_table(spec)))
+        text = "\n".join(parts)
         if args.output is not None:
             atomic_write_text(args.output, text)
         else:

@@ -28,6 +28,7 @@ def test_format_and_verify_together(capsys):
     assert main(["table", "paper", "peg", "--table", "2", "--format", "markdown", "--verify"]) == 0
     out = capsys.readouterr().out
     table, report = out.split("\npaper 002 (peg) table 2: ")
+    assert table.startswith("### Paper 002 (peg), Table 2\n\n")
     assert "| M3E (base) | 66.08 | 17.54 | 76.16 | 77.29 | 59.27<sup>\\[1\\]</sup> |" in table
     assert report.startswith("10 printed derived values checked; 2 mismatch")
 
@@ -38,6 +39,7 @@ def test_latex_to_file(tmp_path, capsys):
     assert capsys.readouterr().out == ""
     tex = out_file.read_text(encoding="utf-8")
     assert tex.count(r"\begin{table}") == 2 and r"\label{tab:mistral-splade-table2}" in tex
+    assert tex.startswith("% Paper 003 (mistral-splade), Table 1\n\\begin{table}")
     assert r"Touché-2020 & 36.7 & 26.3" in tex
 
 

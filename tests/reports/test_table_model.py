@@ -147,3 +147,9 @@ def test_validation_errors(mutate, message):
     mutate(table)
     with pytest.raises(ValueError, match=message):
         layout(table)
+
+
+def test_empty_group_name_is_no_group():
+    rows = [Row("a", {"m": Cell(0.1)}, group=""), Row("b", {"m": Cell(0.2)}, group=None)]
+    lay = layout(Table(columns=[Column("m", "M")], rows=rows))
+    assert [type(item).__name__ for item in lay.body] == ["BodyRow", "BodyRow"]
