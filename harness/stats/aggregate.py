@@ -28,7 +28,7 @@ import numpy as np
 from harness.errors import ConfigError
 from harness.stats import paired
 from harness.stats.align import PairedScores
-from harness.stats.compare import CI_METHOD, Comparison, StatsOptions, run_test
+from harness.stats.compare import CI_METHOD, DEFAULT_OPTIONS, Comparison, StatsOptions, run_test
 from harness.stats.seeds import comparison_rng
 
 AGGREGATE_METHODS = ("pooled", "macro")
@@ -49,7 +49,7 @@ def stratified_bootstrap_deltas(diffs: list[np.ndarray], resamples: int, rng: np
 
 
 def compare_aggregate(pairs: Mapping[str, PairedScores], *, name: str, metric: str, system: str, baseline: str,
-                      method: str = "pooled", options: StatsOptions = StatsOptions()) -> Comparison:
+                      method: str = "pooled", options: StatsOptions = DEFAULT_OPTIONS) -> Comparison:
     """Compare ``system`` with ``baseline`` on the macro average of ``metric`` over ``pairs``' datasets."""
     if method not in AGGREGATE_METHODS:
         raise ConfigError(f"unknown aggregate method {method!r}; choose one of {', '.join(AGGREGATE_METHODS)}")

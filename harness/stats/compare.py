@@ -64,6 +64,9 @@ class StatsOptions:
                 f"seed {self.seed}; missing queries: {self.missing}")
 
 
+DEFAULT_OPTIONS = StatsOptions()
+
+
 @dataclass
 class Comparison:
     """System vs baseline on one metric (and dataset, or aggregate over datasets)."""
@@ -136,7 +139,7 @@ def run_test(base: np.ndarray, system: np.ndarray, options: StatsOptions,
 
 
 def compare_pair(scores: PairedScores, *, metric: str, system: str, baseline: str,
-                 dataset: str | None = None, options: StatsOptions = StatsOptions()) -> Comparison:
+                 dataset: str | None = None, options: StatsOptions = DEFAULT_OPTIONS) -> Comparison:
     """Test, interval, effect size and win/tie/loss for one system vs the baseline."""
     test_rng = comparison_rng(options.seed, _key(dataset, metric, baseline, system, "test"))
     ci_rng = comparison_rng(options.seed, _key(dataset, metric, baseline, system, "ci"))

@@ -25,7 +25,7 @@ from harness.errors import ConfigError
 from harness.results import EvaluationResult
 from harness.stats.aggregate import AGGREGATE_DESCRIPTIONS, AGGREGATE_METHODS, compare_aggregate
 from harness.stats.align import PairedScores, align
-from harness.stats.compare import Comparison, StatsOptions, compare_pair
+from harness.stats.compare import DEFAULT_OPTIONS, Comparison, StatsOptions, compare_pair
 from harness.stats.correction import CORRECTION_CONTROLS, CORRECTION_NAMES, CORRECTIONS, adjust_pvalues
 
 FAMILIES = ("all", "metric", "dataset", "system")
@@ -126,7 +126,7 @@ def _evaluation(value: Any) -> EvaluationResult:
 
 def compare_suite(results: Mapping[str | None, Mapping[str, Any]], metrics: Sequence[str], *,
                   baseline: str | None = None, aggregates: Mapping[str, Sequence[str]] | None = None,
-                  aggregate_method: str = "pooled", options: StatsOptions = StatsOptions(),
+                  aggregate_method: str = "pooled", options: StatsOptions = DEFAULT_OPTIONS,
                   correction: str = "holm", alpha: float = 0.05, family: Family = "all") -> ComparisonReport:
     """Compare every system with the baseline on every dataset, metric and aggregate.
 
@@ -189,7 +189,7 @@ def compare_suite(results: Mapping[str | None, Mapping[str, Any]], metrics: Sequ
 
 
 def compare_systems(results: Mapping[str, Any], metrics: Sequence[str], *, baseline: str | None = None,
-                    options: StatsOptions = StatsOptions(), correction: str = "holm", alpha: float = 0.05,
+                    options: StatsOptions = DEFAULT_OPTIONS, correction: str = "holm", alpha: float = 0.05,
                     family: Family = "all", dataset: str | None = None) -> ComparisonReport:
     """Compare systems evaluated on one dataset: ``{system name: EvaluationResult or StoredResult}``."""
     return compare_suite({dataset: results}, metrics, baseline=baseline, options=options,

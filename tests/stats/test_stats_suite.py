@@ -229,7 +229,8 @@ def test_comparison_table_rows_columns_and_markers():
     cells = {r.label: r.cells["m"] for r in table.rows}
     assert cells["up"].marks == (GAIN_MARK,) and cells["down"].marks == (LOSS_MARK,) and cells["same"].marks == ()
     assert cells["up"].delta == pytest.approx(report.get("up", "m").delta)
-    assert set(table.legend) == {GAIN_MARK, LOSS_MARK} and "Holm-adjusted p over 3 comparisons" in table.legend[GAIN_MARK]
+    assert set(table.legend) == {GAIN_MARK, LOSS_MARK}
+    assert "Holm-adjusted p over 3 comparisons" in table.legend[GAIN_MARK]
     assert any("Correction: Holm" in note for note in table.notes)
     grouped = comparison_table(compare_suite(suite_results(), ["ndcg@10"], aggregates={"avg": ["scifact", "fiqa"]}))
     assert [(c.group, c.label) for c in grouped.columns] == [

@@ -1,0 +1,380 @@
+"""Regression checks against stored scores (expected numbers next to the command that makes them).
+
+Expectation files live in ``suites/expected/<suite>.yaml`` (format in that folder's
+README).  Each entry names a ``harness`` command with an ``{out}`` placeholder for
+its result directory, the expected aggregate metrics, and who recorded them, when
+and at which commit.  :func:`check_entry` runs the command (or reuses a complete
+result directory) and compares every metric under one central tolerance policy:
+
+========  =================================================================
+OK        equal when both are rounded to ``EXACT_DECIMALS`` (4) decimals
+OKish     not OK, but ``|actual - expected| <= tolerance``
+IMPROVED  better than expected by more than the tolerance: reported and
+          treated as a failure until re-recorded or explicitly accepted
+FAIL      worse than expected by more than the tolerance, or the protocol
+          card changed (fingerprint differs)
+ERROR     the command failed, wrote no result, or lacks a metric
+========  =================================================================
+
+The tolerance of a metric is, in order: the entry's ``tolerance`` for it,
+``METRIC_TOLERANCES`` (this module, by full name such as ``recall@1000`` or by
+family such as ``recall``), else ``DEFAULT_TOLERANCE``.  Every metric the harness
+reports is higher-is-better, so "better" means larger.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from harness.errors import ConfigError, InputError
+from harness.io import atomic_write
+from harness.store import git_commit, is_result_dir, load_result
+
+EXACT_DECIMALS = 4
+DEFAULT_TOLERANCE = 0.002
+# Per-metric overrides of the default (full name or family).  Empty: no metric has
+# earned a wider band yet; add one here, with the reason, rather than in an entry.
+METRIC_TOLERANCES: dict[str, float] = {}
+
+OK, OKISH, IMPROVED, FAIL, ERROR = "OK", "OKish", "IMPROVED", "FAIL", "ERROR"
+_SEVERITY = {OK: 0, OKISH: 1, IMPROVED: 2, FAIL: 3, ERROR: 4}
+FILE_VERSION = 1
+_ENTRY_KEYS = {"id", "command", "result", "metrics", "tolerance", "card_fingerprint", "recorded", "note"}
+_RECORDED_KEYS = ("by", "at", "commit")
+OUT, SHARED = "{out}", "{shared}"
+
+
+def expected_dir() -> Path:
+    """The project's expectation folder, ``suites/expected`` (beside the ``harness`` package)."""
+    return Path(__file__).resolve().parents[1] / "suites" / "expected"
+
+
+def default_shared_root() -> Path:
+    """The real-data root substituted for ``{shared}``: ``$HARNESS_SHARED_DATA`` or ``../shared/data``."""
+    env = os.environ.get("HARNESS_SHARED_DATA")
+    return Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@dataclass
+class Expectation:
+    """One expected result: the command that produces it and the numbers it must reproduce."""
+
+    suite: str
+    id: str
+    command: list[str]
+    metrics: dict[str, float]
+    result: str | None = None
+    tolerance: dict[str, float] = field(default_factory=dict)
+    card_fingerprint: str | None = None
+    recorded: dict[str, str] = field(default_factory=dict)
+    note: str | None = None
+    source: Path | None = None
+    line: int | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.suite}/{self.id}"
+
+    def to_yaml_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "command": list(self.command)}
+        if self.result:
+            out["result"] = self.result
+        out["metrics"] = dict(self.metrics)
+        for name in ("tolerance", "card_fingerprint", "note"):
+            if getattr(self, name):
+                out[name] = getattr(self, name)
+        out["recorded"] = dict(self.recorded)
+        return out
+
+
+def tolerance_for(metric: str, overrides: dict[str, float] | None = None) -> float:
+    """The tolerance of ``metric`` under the central policy (see the module docstring)."""
+    if overrides and metric in overrides:
+        return float(overrides[metric])
+    family = metric.split("@", 1)[0]
+    for key in (metric, family):
+        if key in METRIC_TOLERANCES:
+            return METRIC_TOLERANCES[key]
+    return DEFAULT_TOLERANCE
+
+
+def classify(expected: float, actual: float, tolerance: float) -> str:
+    """OK, OKish, IMPROVED or FAIL for one metric (higher is better)."""
+    if f"{actual:.{EXACT_DECIMALS}f}" == f"{expected:.{EXACT_DECIMALS}f}":
+        return OK
+    diff = actual - expected
+    if abs(diff) <= tolerance + 1e-12:
+        return OKISH
+    return IMPROVED if diff > 0 else FAIL
+
+
+# ------------------------------------------------------------------ reading expectation files
+
+def _number(value: Any, path: Path, line: int, what: str, nonneg: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (nonneg and value < 0):
+        raise InputError(path, f"{what} must be a {'non-negative ' if nonneg else ''}number, got {value!r}", line)
+    return float(value)
+
+
+def _entry(raw: Any, suite: str, path: Path, line: int) -> Expectation:
+    if not isinstance(raw, dict):
+        raise InputError(path, "each entry must be a mapping", line)
+    unknown = sorted(set(raw) - _ENTRY_KEYS)
+    if unknown:
+        raise InputError(path, f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_ENTRY_KEYS))}", line)
+    ident = raw.get("id")
+    if not isinstance(ident, str) or not ident.strip():
+        raise InputError(path, "entry needs a non-empty string 'id'", line)
+    command = raw.get("command")
+    if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
+        raise InputError(path, f"entry {ident!r}: 'command' must be a non-empty list of strings", line)
+    if not any(OUT in a for a in command):
+        raise InputError(path, f"entry {ident!r}: 'command' must write its result to {OUT}", line)
+    metrics = raw.get("metrics")
+    if not isinstance(metrics, dict) or not metrics:
+        raise InputError(path, f"entry {ident!r}: 'metrics' must map metric names to expected values", line)
+    tolerance = raw.get("tolerance") or {}
+    if not isinstance(tolerance, dict):
+        raise InputError(path, f"entry {ident!r}: 'tolerance' must map metric names to numbers", line)
+    recorded = raw.get("recorded")
+    if not isinstance(recorded, dict) or any(not recorded.get(k) for k in _RECORDED_KEYS):
+        raise InputError(path, f"entry {ident!r}: 'recorded' must give by, at and commit "
+                               "(store expectations with `harness check record`)", line)
+    result = raw.get("result")
+    if result is not None and (not isinstance(result, str) or Path(result).is_absolute() or ".." in Path(result).parts):
+        raise InputError(path, f"entry {ident!r}: 'result' must be a relative path inside {OUT}", line)
+    return Expectation(
+        suite=suite, id=ident, command=list(command),
+        metrics={str(m): _number(v, path, line, f"expected {m}") for m, v in metrics.items()},
+        result=result, tolerance={str(m): _number(v, path, line, f"tolerance of {m}", True)
+                                  for m, v in tolerance.items()},
+        card_fingerprint=raw.get("card_fingerprint"), recorded={k: str(v) for k, v in recorded.items()},
+        note=raw.get("note"), source=path, line=line)
+
+
+def load_expectations(path: str | Path) -> list[Expectation]:
+    """Parse and validate one expectation file; errors name the file and line."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(path, f"invalid YAML: {getattr(exc, 'problem', exc)}",
+                         mark.line + 1 if mark else None) from None
+    if data is None:
+        return []
+    if not isinstance(data, dict) or not isinstance(data.get("entries", []), list):
+        raise InputError(path, "expected a mapping with 'version', optional 'suite' and a list 'entries'", 1)
+    if data.get("version", FILE_VERSION) != FILE_VERSION:
+        raise InputError(path, f"unsupported version {data.get('version')!r} (this harness reads {FILE_VERSION})", 1)
+    suite = str(data.get("suite") or path.stem)
+    lines = {}
+    for key_node, value_node in root.value:
+        if key_node.value == "entries" and isinstance(value_node, yaml.SequenceNode):
+            lines = {i: item.start_mark.line + 1 for i, item in enumerate(value_node.value)}
+    entries, seen = [], set()
+    for i, raw in enumerate(data.get("entries") or []):
+        entry = _entry(raw, suite, path, lines.get(i, 1))
+        if entry.id in seen:
+            raise InputError(path, f"duplicate entry id {entry.id!r}", entry.line)
+        seen.add(entry.id)
+        entries.append(entry)
+    return entries
+
+
+def load_all(directory: str | Path | None = None, suite: str | None = None,
+             ident: str | None = None) -> list[Expectation]:
+    """Every expectation in ``directory`` (default ``suites/expected``), optionally filtered."""
+    directory = Path(directory) if directory else expected_dir()
+    files = sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml")) if directory.is_dir() else []
+    out = [e for f in files for e in load_expectations(f)]
+    if suite is not None:
+        out = [e for e in out if e.suite == suite]
+    if ident is not None:
+        out = [e for e in out if e.id == ident]
+    return out
+
+
+# ------------------------------------------------------------------ running and checking
+
+@dataclass
+class MetricCheck:
+    metric: str
+    expected: float
+    actual: float | None
+    tolerance: float
+    status: str
+
+
+@dataclass
+class CheckResult:
+    expectation: Expectation
+    status: str
+    metrics: list[MetricCheck] = field(default_factory=list)
+    result_dir: Path | None = None
+    reused: bool = False
+    message: str = ""
+
+
+Runner = Callable[[list[str]], "tuple[int, str]"]
+
+
+def run_harness(argv: list[str]) -> tuple[int, str]:
+    """Run ``python -m harness ARGV`` in a subprocess; returns (exit status, combined output)."""
+    env = dict(os.environ)
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    proc = subprocess.run([sys.executable, "-m", "harness", *argv], capture_output=True, text=True, env=env)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def expand(command: list[str], out: Path, shared: Path) -> list[str]:
+    return [a.replace(OUT, str(out)).replace(SHARED, str(shared)) for a in command]
+
+
+def _manifest_stamp(result_dir: Path) -> int | None:
+    manifest = result_dir / "manifest.json"
+    return manifest.stat().st_mtime_ns if manifest.exists() else None
+
+
+def check_entry(entry: Expectation, *, results_root: str | Path, shared: str | Path | None = None,
+                reuse: bool = False, runner: Runner = run_harness) -> CheckResult:
+    """Produce (or reuse) the entry's result and compare its metrics with the expected ones."""
+    out = Path(results_root) / entry.suite / entry.id
+    result_dir = out / entry.result if entry.result else out
+    reused = reuse and is_result_dir(result_dir)
+    if not reused:
+        before = _manifest_stamp(result_dir)
+        code, output = runner(expand(entry.command, out, Path(shared) if shared else default_shared_root()))
+        if code != 0:
+            tail = " | ".join(output.strip().splitlines()[-3:])
+            return CheckResult(entry, ERROR, result_dir=result_dir, message=f"command exited with {code}: {tail}")
+        if not is_result_dir(result_dir) or _manifest_stamp(result_dir) == before:
+            return CheckResult(entry, ERROR, result_dir=result_dir,
+                               message=f"command succeeded but did not write a result directory at {result_dir}")
+    stored = load_result(result_dir)
+    checks: list[MetricCheck] = []
+    problems: list[str] = []
+    for metric, expected in entry.metrics.items():
+        tol = tolerance_for(metric, entry.tolerance)
+        actual = stored.evaluation.aggregate.get(metric)
+        if actual is None:
+            checks.append(MetricCheck(metric, expected, None, tol, ERROR))
+            problems.append(f"result has no {metric!r}")
+        else:
+            checks.append(MetricCheck(metric, expected, float(actual), tol, classify(expected, float(actual), tol)))
+    status = max((c.status for c in checks), key=_SEVERITY.__getitem__)
+    if entry.card_fingerprint and stored.card.fingerprint() != entry.card_fingerprint:
+        problems.append(f"protocol card changed: fingerprint {stored.card.fingerprint()} != "
+                        f"recorded {entry.card_fingerprint}")
+        status = max(status, FAIL, key=_SEVERITY.__getitem__)
+    return CheckResult(entry, status, checks, result_dir, reused, "; ".join(problems))
+
+
+def exit_status(results: list[CheckResult], accept_improved: bool = False) -> int:
+    """0 when every entry is OK/OKish (or IMPROVED and accepted), else 1."""
+    allowed = {OK, OKISH} | ({IMPROVED} if accept_improved else set())
+    return 0 if all(r.status in allowed for r in results) else 1
+
+
+def format_results(results: list[CheckResult], accept_improved: bool = False) -> str:
+    """A plain-text status table, one line per metric, then a summary."""
+    header = ("entry", "metric", "expected", "actual", "diff", "tol", "status")
+    rows: list[tuple[str, ...]] = []
+    for r in results:
+        if not r.metrics:
+            rows.append((r.expectation.key, "-", "-", "-", "-", "-", r.status))
+        for c in r.metrics:
+            actual = "-" if c.actual is None else f"{c.actual:.4f}"
+            diff = "-" if c.actual is None else f"{round(c.actual - c.expected, 4) + 0.0:+.4f}"
+            rows.append((r.expectation.key, c.metric, f"{c.expected:.4f}", actual, diff, f"{c.tolerance:g}",
+                         c.status))
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows]]
+    for r in results:
+        note = f"  ({'reused' if r.reused else 'ran'} {r.result_dir})" if r.result_dir else ""
+        lines.append(f"{r.status:8s} {r.expectation.key}{note}" + (f": {r.message}" if r.message else ""))
+        if r.status == IMPROVED:
+            lines.append(f"         better than recorded beyond tolerance; "
+                         f"{'accepted (--accept-improved)' if accept_improved else 'not accepted'}: re-record with "
+                         f"`harness check record --suite {r.expectation.suite} --id {r.expectation.id} --replace`")
+    counts = {s: sum(r.status == s for r in results) for s in _SEVERITY}
+    lines.append("summary: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) if results else "no entries")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ recording
+
+def git_identity() -> str:
+    """``Name <email>`` from git config; an error if git has no identity."""
+    values = []
+    for key in ("user.name", "user.email"):
+        try:
+            proc = subprocess.run(["git", "config", key], capture_output=True, text=True, timeout=5)
+        except (OSError, subprocess.SubprocessError):
+            proc = None
+        values.append(proc.stdout.strip() if proc and proc.returncode == 0 else "")
+    if not values[0]:
+        raise ConfigError("cannot record who stored the expectation: set `git config user.name` (and user.email)")
+    return f"{values[0]} <{values[1]}>" if values[1] else values[0]
+
+
+def record(*, suite: str, ident: str, result_dir: str | Path, command: list[str] | None = None,
+           metrics: list[str] | None = None, result: str | None = None, tolerance: dict[str, float] | None = None,
+           note: str | None = None, replace: bool = False, directory: str | Path | None = None) -> Expectation:
+    """Store the metrics of ``result_dir`` as the expectation ``suite/ident`` (who/when/commit from git)."""
+    directory = Path(directory) if directory else expected_dir()
+    path = directory / f"{suite}.yaml"
+    entries = load_expectations(path) if path.exists() else []
+    previous = next((e for e in entries if e.id == ident), None)
+    if previous and not replace:
+        raise ConfigError(f"{path}: entry {ident!r} is already recorded; pass --replace to overwrite it")
+    command = command or (previous.command if previous else None)
+    if not command or not any(OUT in a for a in command):
+        raise ConfigError(f"give the command that produces the result, with {OUT} for its directory")
+    stored = load_result(result_dir)
+    available = stored.evaluation.aggregate
+    names = metrics or list(available)
+    lacking = [m for m in names if m not in available]
+    if lacking:
+        raise ConfigError(f"{result_dir}: no metric {', '.join(lacking)}; available: {', '.join(available)}")
+    commit = git_commit()
+    if not commit:
+        raise ConfigError("cannot record the commit: not inside a git checkout")
+    entry = Expectation(
+        suite=suite, id=ident, command=list(command),
+        metrics={m: round(float(available[m]), EXACT_DECIMALS) for m in names},
+        result=result if result is not None else (previous.result if previous else None),
+        tolerance=dict(tolerance or (previous.tolerance if previous else {})),
+        card_fingerprint=stored.card.fingerprint(),
+        recorded={"by": git_identity(), "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                  "commit": commit},
+        note=note if note is not None else (previous.note if previous else None), source=path)
+    kept = [e for e in entries if e.id != ident]
+    position = entries.index(previous) if previous else len(kept)
+    kept.insert(position, entry)
+    document = {"version": FILE_VERSION, "suite": suite, "entries": [e.to_yaml_dict() for e in kept]}
+    with atomic_write(path) as handle:
+        handle.write(f"# Expected scores of suite {suite!r}; written by `harness check record` (see README.md).\n")
+        yaml.dump(document, handle, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120)
+    return entry
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style, except lists of plain values on one line (a command reads as a command line)."""
+
+
+def _represent_list(dumper: yaml.SafeDumper, data: list) -> yaml.Node:
+    flat = all(isinstance(x, (str, int, float)) for x in data)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flat)
+
+
+_Dumper.add_representer(list, _represent_list)
