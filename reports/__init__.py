@@ -3,6 +3,9 @@
 Public API::
 
     from reports import Cell, Column, Row, Table, render_latex, render_markdown
+
+Plots live in :mod:`reports.plots` (imported on demand: matplotlib is slow to import), the
+seed papers' tables in :mod:`reports.papers` (see reports/papers/README.md).
 """
 from reports.latex import escape_latex, render_latex
 from reports.markdown import escape_markdown, render_markdown
