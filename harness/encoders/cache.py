@@ -1,0 +1,207 @@
+"""The corpus embedding cache: encode once, reuse for every later evaluation.
+
+An entry holds one corpus encoded by one encoder.  Its key is a hash of the
+encoder's ``identity()`` (model fingerprint, pooling, normalisation, prompts, max
+lengths, dtype), the corpus content hash and the passage format, so any change to
+what determines the vectors gives a new entry.  Layout::
+
+    <cache root>/embeddings/<key>/meta.json          identity, n docs, dim, shard layout, complete flag
+    <cache root>/embeddings/<key>/shard-00000.npy    float32 (count, dim), memory-mapped on read
+    ...
+
+Encoding streams shard by shard (only one shard of vectors is ever in memory, so a
+corpus larger than RAM can be encoded), and every shard is written atomically (temp
+file + rename).  An interrupted encoding keeps its finished shards; the next call
+encodes only the missing ones.  The shard layout is fixed when an entry is created,
+so resuming with a different ``shard_size`` reuses the stored layout.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from harness.data.beir import Corpus
+from harness.encoders.base import Encoder
+from harness.errors import ConfigError
+from harness.io import atomic_write, atomic_write_json
+
+log = logging.getLogger(__name__)
+
+CACHE_ENV = "HARNESS_CACHE"
+DEFAULT_SHARD_SIZE = 50_000
+FORMAT_VERSION = 1
+# The text the encoder sees for a document; part of the key so that a change here invalidates entries.
+PASSAGE_FORMAT = "title + ' ' + text (stripped; text alone when no title)"
+META_FILE = "meta.json"
+
+
+def cache_root(cache_dir: str | Path | None = None) -> Path:
+    """The cache root: ``cache_dir``, else ``$HARNESS_CACHE``, else ``~/.cache/retrieval-harness``."""
+    if cache_dir is not None:
+        return Path(cache_dir).expanduser()
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "retrieval-harness"
+
+
+def embedding_key(identity: dict[str, Any], corpus_hash: str) -> str:
+    """The entry key: a hash of (encoder identity, corpus content hash, passage format, format version)."""
+    blob = json.dumps({"format": FORMAT_VERSION, "encoder": identity, "corpus": corpus_hash,
+                       "passage": PASSAGE_FORMAT}, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _shard_file(index: int) -> str:
+    return f"shard-{index:05d}.npy"
+
+
+@dataclass
+class CorpusEmbeddings:
+    """Cached embeddings of one corpus: shard memmaps plus the corpus doc ids.
+
+    ``encoded_shards`` counts the shards this call had to encode: 0 means the
+    encoder was not called at all (``skipped``).
+    """
+
+    path: Path
+    key: str
+    doc_ids: list[str]
+    dim: int
+    layout: list[tuple[int, int]]          # (start row, count) per shard
+    identity: dict[str, Any]
+    encoded_shards: int = 0
+    encode_seconds: float = 0.0
+    _array: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def num_docs(self) -> int:
+        return len(self.doc_ids)
+
+    @property
+    def skipped(self) -> bool:
+        """True when every shard came from the cache (the encoder was not called)."""
+        return self.encoded_shards == 0
+
+    def __len__(self) -> int:
+        return self.num_docs
+
+    def shards(self) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield ``(start row, read-only float32 memmap of shape (count, dim))`` per shard."""
+        for i, (start, _count) in enumerate(self.layout):
+            yield start, np.load(self.path / _shard_file(i), mmap_mode="r")
+
+    def as_array(self) -> np.ndarray:
+        """All vectors as one (num_docs, dim) array.
+
+        A single shard is returned as its memmap (no copy); several shards are
+        concatenated into memory, so prefer :meth:`shards` for corpora larger than RAM.
+        """
+        if self._array is None:
+            parts = [m for _, m in self.shards()]
+            self._array = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+        return self._array
+
+
+def _read_meta(entry: Path) -> dict[str, Any] | None:
+    try:
+        meta = json.loads((entry / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _shard_is_valid(path: Path, count: int, dim: int | None) -> bool:
+    """A shard counts as done only if its header says float32 (count, dim)."""
+    if not path.is_file():
+        return False
+    try:
+        arr = np.load(path, mmap_mode="r")
+    except (OSError, ValueError):
+        return False
+    return arr.dtype == np.float32 and arr.ndim == 2 and arr.shape[0] == count and (dim is None or arr.shape[1] == dim)
+
+
+def _write_shard(path: Path, vectors: np.ndarray) -> None:
+    with atomic_write(path, "wb") as handle:
+        np.save(handle, vectors, allow_pickle=False)
+
+
+def encode_corpus(encoder: Encoder, corpus: Corpus, cache_dir: str | Path | None = None, *,
+                  shard_size: int = DEFAULT_SHARD_SIZE, batch_size: int | None = None,
+                  progress: bool = True) -> CorpusEmbeddings:
+    """Return the embeddings of ``corpus`` under ``encoder``, encoding only what the cache lacks.
+
+    ``cache_dir`` is the cache root (see :func:`cache_root`); entries live under
+    ``<root>/embeddings/``.  Texts are ``corpus.passages()`` (title + " " + text).
+    """
+    if getattr(encoder, "kind", "dense") != "dense":
+        raise ConfigError(f"the embedding cache holds dense vectors; encoder kind is {encoder.kind!r}")
+    if isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1:
+        raise ConfigError(f"shard_size must be a positive integer, got {shard_size!r}")
+    n = len(corpus)
+    if n == 0:
+        raise ConfigError("cannot encode an empty corpus")
+    identity = encoder.identity()
+    corpus_hash = corpus.content_hash()
+    key = embedding_key(identity, corpus_hash)
+    entry = cache_root(cache_dir) / "embeddings" / key
+
+    meta = _read_meta(entry)
+    if meta is not None and (meta.get("format") != FORMAT_VERSION or meta.get("corpus_hash") != corpus_hash
+                             or meta.get("num_docs") != n or not meta.get("shards")):
+        log.warning("embedding cache entry %s does not match its key; rebuilding it", entry)
+        shutil.rmtree(entry, ignore_errors=True)
+        meta = None
+    if meta is None:
+        layout = [(start, min(shard_size, n - start)) for start in range(0, n, shard_size)]
+        meta = {"format": FORMAT_VERSION, "key": key, "identity": identity, "corpus_hash": corpus_hash,
+                "passage_format": PASSAGE_FORMAT, "num_docs": n, "dim": None, "dtype": "float32",
+                "shard_size": shard_size,
+                "shards": [{"file": _shard_file(i), "start": s, "count": c} for i, (s, c) in enumerate(layout)],
+                "complete": False, "encode_seconds": 0.0}
+        entry.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(entry / META_FILE, meta)
+    layout = [(int(s["start"]), int(s["count"])) for s in meta["shards"]]
+    dim = meta.get("dim")
+
+    missing = [i for i, (_, count) in enumerate(layout) if not _shard_is_valid(entry / _shard_file(i), count, dim)]
+    if missing:
+        log.info("encoding %d of %d shard(s) of %s into %s", len(missing), len(layout), corpus.source or "corpus",
+                 entry)
+    else:
+        log.info("embedding cache hit: %s (%d docs), encoder not called", entry, n)
+    elapsed = 0.0
+    for i in missing:
+        shard_started = time.perf_counter()
+        start, count = layout[i]
+        shard_texts = Corpus(corpus.ids[start:start + count], corpus.titles[start:start + count],
+                             corpus.texts[start:start + count]).passages()
+        vectors = np.asarray(encoder.encode_docs(shard_texts, batch_size=batch_size, progress=progress))
+        if vectors.ndim != 2 or vectors.shape[0] != count:
+            raise ConfigError(f"encoder returned shape {vectors.shape} for {count} documents")
+        if dim is not None and vectors.shape[1] != dim:
+            raise ConfigError(f"encoder returned dimension {vectors.shape[1]}, cache entry has {dim}")
+        if not np.all(np.isfinite(vectors)):
+            raise ConfigError(f"encoder returned non-finite values in shard {i} (rows {start}..{start + count - 1})")
+        _write_shard(entry / _shard_file(i), np.ascontiguousarray(vectors, dtype=np.float32))
+        shard_seconds = time.perf_counter() - shard_started
+        elapsed += shard_seconds
+        dim = int(vectors.shape[1])
+        meta["dim"] = dim
+        meta["encode_seconds"] = round(float(meta.get("encode_seconds") or 0.0) + shard_seconds, 3)
+        atomic_write_json(entry / META_FILE, meta)
+    if not meta.get("complete"):
+        meta["complete"] = True
+        atomic_write_json(entry / META_FILE, meta)
+    return CorpusEmbeddings(path=entry, key=key, doc_ids=list(corpus.ids), dim=int(dim), layout=layout,
+                            identity=identity, encoded_shards=len(missing), encode_seconds=elapsed)

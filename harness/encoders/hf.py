@@ -1,0 +1,253 @@
+"""Dense encoders over Hugging Face ``AutoModel`` backbones.
+
+:class:`HFEncoder` loads any transformers backbone (local folder, hub id, or an alias
+such as ``minilm``), or a PEFT LoRA adapter folder (the adapter is merged into its
+base model for inference), and encodes texts with ``cls``/``mean``/``last`` pooling,
+optional L2 normalisation, query/document prompts and separate max lengths.
+
+Speed on CPU comes from doing no wasted work: every text is tokenized once (the
+Rust tokenizer, one call per encode), texts are ordered by their *token* length so
+that each batch pads to almost nothing, padding is done in numpy, and the forward
+runs under ``torch.inference_mode``.  Batches always pad on the right, which keeps
+position ids correct for every architecture (encoders and decoders alike); ``last``
+pooling then reads the last real token through the attention mask.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from harness.encoders.backbone import ModelDefaults, model_fingerprint, resolve_model
+from harness.encoders.base import Encoder
+from harness.encoders.pooling import pool
+from harness.encoders.settings import EncoderSettings, read_encoder_config, resolve_settings
+from harness.errors import ConfigError, InputError
+
+log = logging.getLogger(__name__)
+
+ADAPTER_CONFIG_FILE = "adapter_config.json"
+_DTYPES = {
+    "float32": torch.float32, "fp32": torch.float32,
+    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+    "float16": torch.float16, "fp16": torch.float16,
+}
+_DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+def resolve_device(device: str | None) -> torch.device:
+    """``None`` picks CUDA when available, else CPU."""
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
+    """``"auto"`` is bf16 on a GPU that supports it (else fp16), fp32 on CPU."""
+    if isinstance(dtype, torch.dtype):
+        if dtype not in _DTYPE_NAMES:
+            raise ConfigError(f"unsupported dtype {dtype}; use float32, bfloat16 or float16")
+        return dtype
+    key = str(dtype).lower()
+    if key == "auto":
+        if device.type != "cuda":
+            return torch.float32
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if key not in _DTYPES:
+        raise ConfigError(f"unknown dtype {dtype!r}; choose auto, float32, bfloat16 or float16")
+    return _DTYPES[key]
+
+
+def _read_adapter_base(folder: Path) -> str:
+    path = folder / ADAPTER_CONFIG_FILE
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"malformed JSON ({exc.msg})", exc.lineno) from None
+    base = cfg.get("base_model_name_or_path") if isinstance(cfg, dict) else None
+    if not base or not isinstance(base, str):
+        raise InputError(path, "missing 'base_model_name_or_path' (the model the adapter was trained on)")
+    return base
+
+
+class HFEncoder(Encoder):
+    """A dense encoder over a transformers backbone; see the module docstring.
+
+    ``pooling``, ``normalize``, prompts, max lengths and ``append_eos`` default to the
+    model folder's ``harness_encoder.json`` if it has one, else to the alias or
+    sentence-transformers defaults; an explicit argument (not ``None``) wins.  The
+    weights are loaded on first use, so asking for ``identity()`` (the cache key) is cheap.
+    """
+
+    kind = "dense"
+
+    def __init__(self, model: str, *, pooling: str | None = None, normalize: bool | None = None,
+                 query_prompt: str | None = None, doc_prompt: str | None = None,
+                 query_max_length: int | None = None, doc_max_length: int | None = None,
+                 append_eos: bool | None = None, batch_size: int = 64, device: str | None = None,
+                 dtype: str | torch.dtype = "auto"):
+        self.model_name = model
+        path, defaults = resolve_model(model)
+        self.path = path
+        folder = Path(path) if Path(path).is_dir() else None
+        self.base_path: str | None = None
+        if folder is not None and (folder / ADAPTER_CONFIG_FILE).is_file():
+            # A LoRA adapter: weights = base + adapter; defaults from the base unless saved here.
+            self.base_path, base_defaults = resolve_model(_read_adapter_base(folder))
+            if defaults == ModelDefaults():
+                defaults = base_defaults
+        saved = read_encoder_config(folder) if folder is not None else {}
+        self.settings: EncoderSettings = resolve_settings(defaults, saved, {
+            "pooling": pooling, "normalize": normalize, "query_prompt": query_prompt, "doc_prompt": doc_prompt,
+            "query_max_length": query_max_length, "doc_max_length": doc_max_length, "append_eos": append_eos,
+        })
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
+        self.batch_size = batch_size
+        self.device = resolve_device(device)
+        self.dtype = resolve_dtype(dtype, self.device)
+        self.similarity = "cos" if self.settings.normalize else "dot"
+        self._model = None
+        self._tokenizer = None
+        self._fingerprint: str | None = None
+
+    # ----------------------------------------------------------------- identity
+    def identity(self) -> dict[str, Any]:
+        if self._fingerprint is None:
+            fp = model_fingerprint(self.path)
+            if self.base_path is not None:
+                fp = f"{fp}+base={model_fingerprint(self.base_path)}"
+            self._fingerprint = fp
+        return {"encoder": "hf", "model": self._fingerprint, **self.settings.to_dict(),
+                "dtype": _DTYPE_NAMES[self.dtype]}
+
+    # ------------------------------------------------------------------ loading
+    def _load(self):
+        if self._model is not None:
+            return self._model, self._tokenizer
+        from transformers import AutoModel, AutoTokenizer
+
+        tokenizer_source = self.path
+        if self.base_path is not None and not any(
+                (Path(self.path) / f).exists() for f in ("tokenizer.json", "tokenizer_config.json")):
+            tokenizer_source = self.base_path
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+        if self.settings.append_eos and tokenizer.eos_token_id is None:
+            raise ConfigError(f"tokenizer of {self.model_name!r} has no EOS token; cannot use append_eos")
+        if tokenizer.pad_token_id is None:
+            raise ConfigError(f"tokenizer of {self.model_name!r} has no pad, EOS or UNK token to pad with")
+        limit = getattr(tokenizer, "model_max_length", None)
+        longest = max(self.settings.query_max_length, self.settings.doc_max_length)
+        if isinstance(limit, int) and limit < 1_000_000 and longest > limit:
+            log.warning("max length %d exceeds the tokenizer's model_max_length %d for %s", longest, limit,
+                        self.model_name)
+
+        if self.base_path is not None:
+            from peft import PeftModel
+
+            base = AutoModel.from_pretrained(self.base_path, dtype=self.dtype)
+            model = PeftModel.from_pretrained(base, self.path).merge_and_unload()
+        else:
+            model = AutoModel.from_pretrained(self.path, dtype=self.dtype)
+        if getattr(model.config, "is_encoder_decoder", False):
+            model = model.get_encoder()
+        model.to(self.device).eval()
+        self._model, self._tokenizer = model, tokenizer
+        return model, tokenizer
+
+    @property
+    def dim(self) -> int:
+        """Embedding dimension (loads the model)."""
+        model, _ = self._load()
+        return int(model.config.hidden_size)
+
+    # ----------------------------------------------------------------- encoding
+    def encode_queries(self, texts: Sequence[str], *, batch_size: int | None = None,
+                       progress: bool = True) -> np.ndarray:
+        s = self.settings
+        return self._encode(texts, s.query_max_length, s.query_prompt, batch_size, progress, "encode queries")
+
+    def encode_docs(self, texts: Sequence[str], *, batch_size: int | None = None,
+                    progress: bool = True) -> np.ndarray:
+        s = self.settings
+        return self._encode(texts, s.doc_max_length, s.doc_prompt, batch_size, progress, "encode docs")
+
+    def tokenize(self, texts: Sequence[str], max_length: int, prompt: str = "") -> list[list[int]]:
+        """Token ids of ``prompt + text``, truncated to ``max_length`` (EOS forced last with ``append_eos``)."""
+        _, tokenizer = self._load()
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, not one string")
+        texts = [prompt + t for t in texts] if prompt else list(texts)
+        if not self.settings.append_eos:
+            return tokenizer(texts, max_length=max_length, truncation=True, return_attention_mask=False,
+                             return_token_type_ids=False)["input_ids"]
+        # Decoder tokenizers (Qwen, Llama-3) often do not add EOS; last-token pooling needs it.
+        eos = tokenizer.eos_token_id
+        ids = tokenizer(texts, max_length=max_length - 1, truncation=True, return_attention_mask=False,
+                        return_token_type_ids=False)["input_ids"]
+        return [x if (x and x[-1] == eos) else x + [eos] for x in ids]
+
+    def _encode(self, texts: Sequence[str], max_length: int, prompt: str, batch_size: int | None,
+                progress: bool, desc: str) -> np.ndarray:
+        model, tokenizer = self._load()
+        if len(texts) == 0:
+            return np.empty((0, int(model.config.hidden_size)), dtype=np.float32)
+        ids = self.tokenize(texts, max_length, prompt)
+        n = len(ids)
+        out = np.empty((n, int(model.config.hidden_size)), dtype=np.float32)
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=n)
+        # Longest first: the largest batch runs first (an OOM shows at once), and ties keep input order.
+        order = np.argsort(-lengths, kind="stable")
+        step = batch_size or self.batch_size
+        pad_id = int(tokenizer.pad_token_id)
+        autocast = (torch.autocast(device_type="cuda", dtype=self.dtype)
+                    if self.device.type == "cuda" and self.dtype != torch.float32 else contextlib.nullcontext())
+        with torch.inference_mode(), autocast, tqdm(total=n, desc=desc, unit="text", disable=not progress,
+                                                     leave=False) as bar:
+            for start in range(0, n, step):
+                rows = order[start:start + step]
+                input_ids, mask = _pad_right([ids[i] for i in rows], lengths[rows], pad_id)
+                input_ids = input_ids.to(self.device, non_blocking=True)
+                mask = mask.to(self.device, non_blocking=True)
+                hidden = model(input_ids=input_ids, attention_mask=mask).last_hidden_state
+                emb = pool(hidden.float(), mask, self.settings.pooling)
+                if self.settings.normalize:
+                    emb = torch.nn.functional.normalize(emb, p=2, dim=-1)
+                out[rows] = emb.cpu().numpy()
+                bar.update(len(rows))
+        return out
+
+
+def _pad_right(rows: list[list[int]], lengths: np.ndarray, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad token-id lists on the right into (input_ids, attention_mask) int64 tensors."""
+    width = int(lengths.max())
+    input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(rows), width), dtype=np.int64)
+    for r, (row, length) in enumerate(zip(rows, lengths)):
+        input_ids[r, :length] = row
+        mask[r, :length] = 1
+    return torch.from_numpy(input_ids), torch.from_numpy(mask)
+
+
+def load_encoder(name: str, **overrides: Any) -> Encoder:
+    """Build the encoder named ``name`` (alias, local path or hub id) for the CLI and pipeline.
+
+    Keyword overrides are :class:`HFEncoder` arguments; ``None`` values mean "not given".
+    """
+    if name.lower() == "bm25":
+        raise ConfigError("'bm25' is a lexical model, not a dense encoder; use harness.retrieval.bm25")
+    given = {k: v for k, v in overrides.items() if v is not None}
+    allowed = ("pooling", "normalize", "query_prompt", "doc_prompt", "query_max_length", "doc_max_length",
+               "append_eos", "batch_size", "device", "dtype")
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        raise ConfigError(f"unknown encoder option(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
+    return HFEncoder(name, **given)
