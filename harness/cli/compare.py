@@ -3,8 +3,11 @@
 Either TREC runs scored against one qrels file (``--qrels Q --run BASE --run A ...``)
 or stored result directories (``--result DIR_BASE --result DIR_A ...``, read from
 their ``per_query.tsv.gz``; refused when their protocol cards differ).  The first
-run/result is the baseline.  Output: JSON (default), or a Markdown/LaTeX table
-whose legend names the test, the correction, the family and alpha.
+run/result is the baseline.  Stored results of several datasets (told apart by
+their protocol card) are compared per dataset, and ``--aggregate`` adds macro
+averages (BEIR, MIRACL over languages, C-MTEB) tested by a stated method.
+Output: JSON (default), or a Markdown/LaTeX table whose legend names the test,
+the correction, the family and alpha.
 """
 from __future__ import annotations
 
@@ -30,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--run", action="append", type=Path, dest="runs",
                      help="TREC run file (repeat; the first is the baseline); needs --qrels")
     src.add_argument("--result", action="append", type=Path, dest="results",
-                     help="stored result directory (repeat; the first is the baseline)")
+                     help="stored result directory (repeat; the first is the baseline); results of several "
+                          "datasets (by their protocol card) give one column group per dataset")
     p.add_argument("--qrels", type=Path, help="qrels file (TREC or BEIR tsv) for --run")
     p.add_argument("-m", "--metric", action="append", dest="metrics",
                    help="metric (repeatable), e.g. ndcg@10; with --result, default: the metrics all results share")
@@ -47,7 +51,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ci-level", type=float, default=0.95, help="confidence level of the bootstrap CI")
     p.add_argument("--correction", choices=("holm", "bonferroni", "bh", "none"), default="holm",
                    help="multiple-comparison correction (default: holm)")
-    p.add_argument("--family", choices=("all", "metric", "system"), default="all",
+    p.add_argument("--aggregate", action="append", default=[],
+                   help="--result over several datasets: add a macro average, as NAME=ds1,ds2,..., a grouping "
+                        "(beir-13, miracl-16, cmteb-retrieval, ...) or 'all' (repeatable)")
+    p.add_argument("--aggregate-method", choices=("pooled", "macro"), default="pooled",
+                   help="significance of an average: paired test on all per-query differences pooled over its "
+                        "datasets (default) or on the per-dataset means")
+    p.add_argument("--family", choices=("all", "metric", "dataset", "system"), default="all",
                    help="comparisons corrected together (default: all comparisons of this table)")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level for markers (default 0.05)")
     p.add_argument("--missing", choices=("error", "zero"), default="error",
@@ -64,19 +74,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _display_names(paths: list[Path], default_names: list[str], names: list[str] | None) -> list[str]:
-    if names:
-        if len(names) != len(paths):
-            raise ConfigError(f"--name given {len(names)} times for {len(paths)} runs/results")
-        chosen = list(names)
-    else:
-        chosen = default_names
+def _display_names(count: int, default_names: list[str], names: list[str] | None) -> list[str]:
+    if not names:
+        return default_names
+    if len(names) != count:
+        raise ConfigError(f"--name given {len(names)} times for {count} runs/results")
+    return list(names)
+
+
+def _check_unique(names: list[str], where: str = "") -> None:
     seen: set[str] = set()
-    for name in chosen:
+    for name in names:
         if name in seen:
-            raise ConfigError(f"two runs/results are both named {name!r}; give each a --name")
+            raise ConfigError(f"two runs/results{where} are both named {name!r}; give each a --name")
         seen.add(name)
-    return chosen
 
 
 def _run_name(path: Path) -> str:
@@ -95,7 +106,8 @@ def _evaluate_runs(args: argparse.Namespace) -> tuple[dict, list[str]]:
     if not args.metrics:
         raise ConfigError("--run needs at least one -m/--metric")
     metrics = [str(m) for m in parse_metrics(args.metrics)]
-    names = _display_names(args.runs, [_run_name(p) for p in args.runs], args.names)
+    names = _display_names(len(args.runs), [_run_name(p) for p in args.runs], args.names)
+    _check_unique(names)
     qrels = read_qrels(args.qrels)
     results = {}
     for name, path in zip(names, args.runs):
@@ -117,40 +129,72 @@ def _metric_name(name: str, available: set[str]) -> str:
 
 
 def _load_results(args: argparse.Namespace) -> tuple[dict, list[str]]:
+    """Stored results grouped by their card's dataset: ``{dataset: {system: EvaluationResult}}``."""
     from harness.protocol import assert_comparable
     from harness.store import load_result
 
     if args.qrels is not None:
         raise ConfigError("--qrels is for --run; stored results carry their own per-query values")
     stored = [load_result(d) for d in args.results]
-    names = _display_names(args.results, [s.name for s in stored], args.names)
-    base = stored[0]
-    for name, other in zip(names[1:], stored[1:]):
-        assert_comparable(base.card, other.card, what=f"{names[0]} ({base.path}) and {name} ({other.path})")
-    shared = [m for m in base.evaluation.metrics if all(m in s.evaluation.per_query for s in stored[1:])]
+    names = _display_names(len(stored), [s.manifest.get("model") or s.name for s in stored], args.names)
+    by_dataset: dict[str | None, dict] = {}
+    for name, result in zip(names, stored):
+        group = by_dataset.setdefault(result.card.dataset or None, {})
+        if name in group:
+            raise ConfigError(f"two results for dataset {result.card.dataset!r} are both named {name!r}; "
+                              "give each a --name")
+        group[name] = result
+    for group in by_dataset.values():
+        base_name, base = next(iter(group.items()))
+        for name, other in list(group.items())[1:]:
+            assert_comparable(base.card, other.card, what=f"{base_name} ({base.path}) and {name} ({other.path})")
+    shared = [m for m in stored[0].evaluation.metrics if all(m in s.evaluation.per_query for s in stored[1:])]
     if args.metrics:
         metrics = list(dict.fromkeys(_metric_name(m, set(shared)) for m in args.metrics))
         for m in metrics:
-            lacking = [n for n, s in zip(names, stored) if m not in s.evaluation.per_query]
+            lacking = [str(s.path) for s in stored if m not in s.evaluation.per_query]
             if lacking:
                 raise ConfigError(f"metric {m!r} has no per-query values in {', '.join(lacking)}")
     elif not shared:
         raise ConfigError("the results share no metric")
     else:
         metrics = shared
-    return {name: s.evaluation for name, s in zip(names, stored)}, metrics
+    return {ds: {n: r.evaluation for n, r in group.items()} for ds, group in by_dataset.items()}, metrics
+
+
+def _aggregates(specs: list[str], datasets: list[str]) -> dict[str, list[str]]:
+    """``--aggregate`` values: ``NAME=ds1,ds2``, a grouping such as ``beir-13``, or ``all``."""
+    out: dict[str, list[str]] = {}
+    for spec in specs:
+        name, sep, members = spec.partition("=")
+        if sep:
+            out[name] = [m.strip() for m in members.split(",") if m.strip()]
+        elif spec == "all":
+            out["Avg"] = list(datasets)
+        else:
+            from suites.groupings import group
+
+            out[spec] = list(group(spec))
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.stats import StatsOptions, compare_systems
+    from harness.stats import StatsOptions, compare_suite
 
     if len(args.runs or args.results) < 2:
         raise ConfigError("give the baseline and at least one more run/result to compare")
-    results, metrics = _evaluate_runs(args) if args.runs else _load_results(args)
+    if args.runs:
+        runs, metrics = _evaluate_runs(args)
+        results = {None: runs}
+        if args.aggregate:
+            raise ConfigError("--aggregate needs stored results of several datasets (--result)")
+    else:
+        results, metrics = _load_results(args)
     options = StatsOptions(test=args.test, resamples=args.resamples, seed=args.seed, ci_level=args.ci_level,
                            exact_max_n=args.exact_max_n, missing=args.missing)
-    report = compare_systems(results, metrics, options=options, correction=args.correction, alpha=args.alpha,
-                             family=args.family)
+    report = compare_suite(results, metrics, aggregates=_aggregates(args.aggregate, list(results)),
+                           aggregate_method=args.aggregate_method, options=options, correction=args.correction,
+                           alpha=args.alpha, family=args.family)
     if args.format == "json":
         text = json.dumps(report.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     else:

@@ -35,10 +35,9 @@ def _top_run(scores: np.ndarray, qids, dids, name: str) -> Run:
     return Run.from_arrays(q, np.asarray(dids)[top.ravel()], np.take_along_axis(scores, top, 1).ravel(), name=name)
 
 
-@pytest.fixture(scope="module")
-def scifact_runs(shared_data, tmp_path_factory):
-    """Two real lexical runs on SciFact test: shared-term count and TF-IDF cosine."""
-    ds = load_beir(shared_data / "scifact", "test")
+def lexical_runs(folder, split, out_dir) -> dict:
+    """Two real lexical runs on a BEIR-layout set: shared-term count and TF-IDF cosine."""
+    ds = load_beir(folder, split)
     vocab: dict[str, int] = {}
     docs = _term_matrix(ds.corpus.passages(), vocab)
     queries = _term_matrix(list(ds.queries.texts), vocab)
@@ -52,12 +51,17 @@ def scifact_runs(shared_data, tmp_path_factory):
 
     overlap = ((queries > 0).astype(float) @ (docs > 0).astype(float).T).toarray()
     tfidf = (unit(queries @ idf) @ unit(docs @ idf).T).toarray()
-    folder = tmp_path_factory.mktemp("runs")
-    paths = {}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"qrels": folder / "qrels" / f"{split}.tsv"}
     for name, scores in (("overlap", overlap), ("tfidf", tfidf)):
-        paths[name] = folder / f"{name}.trec"
+        paths[name] = out_dir / f"{name}.trec"
         write_run(_top_run(scores, ds.queries.ids, ds.corpus.ids, name), paths[name])
-    return {"qrels": shared_data / "scifact" / "qrels" / "test.tsv", **paths}
+    return paths
+
+
+@pytest.fixture(scope="module")
+def scifact_runs(shared_data, tmp_path_factory):
+    return lexical_runs(shared_data / "scifact", "test", tmp_path_factory.mktemp("runs"))
 
 
 def _pytrec_per_query(qrels_path, run_path, measure):
@@ -179,3 +183,46 @@ def test_usage_errors(scifact_runs, capsys):
     assert main(["compare", "--qrels", str(scifact_runs["qrels"]), "--run", str(scifact_runs["overlap"]),
                  "--run", str(scifact_runs["overlap"]), "-m", "ndcg@10"]) == 2
     assert "give each a --name" in capsys.readouterr().err
+
+
+def test_aggregates_over_datasets_from_stored_results(shared_data, scifact_runs, tmp_path, capsys):
+    sets = {"scifact": scifact_runs}
+    for lang in ("sw", "id"):
+        sets[f"miracl-{lang}"] = lexical_runs(shared_data / "miracl-dev-subset" / lang, "dev", tmp_path / lang)
+    dirs, per_query = [], {}
+    for system in ("overlap", "tfidf"):
+        for name, paths in sets.items():
+            card = ProtocolCard(dataset=name, metrics=("ndcg@10", "recall@100"))
+            stored = _store(tmp_path / "results" / name / system, paths["qrels"], paths[system], card)
+            dirs += ["--result", str(stored), "--name", system]
+            per_query[(name, system)] = np.asarray(
+                _pytrec_per_query_sorted(paths["qrels"], paths[system], "ndcg_cut.10"))
+    out = _compare_json(capsys, *dirs, "-m", "ndcg@10", "--aggregate", "MIRACL=miracl-sw,miracl-id",
+                        "--aggregate", "all", "--correction", "bh")
+    assert out["datasets"] == ["scifact", "miracl-sw", "miracl-id"] and out["aggregate_method"] == "pooled"
+    by_dataset = {c["dataset"]: c for c in out["comparisons"]}
+    assert len(by_dataset) == 5 and {c["family_size"] for c in out["comparisons"]} == {5}
+    miracl = by_dataset["MIRACL"]
+    langs = ("miracl-sw", "miracl-id")
+    assert miracl["mean_base"] == pytest.approx(np.mean([per_query[(d, "overlap")].mean() for d in langs]), abs=1e-9)
+    assert miracl["mean"] == pytest.approx(np.mean([per_query[(d, "tfidf")].mean() for d in langs]), abs=1e-9)
+    pooled_base = np.concatenate([per_query[(d, "overlap")] for d in langs])
+    pooled_sys = np.concatenate([per_query[(d, "tfidf")] for d in langs])
+    assert miracl["n"] == len(pooled_base) == 43 + 29 - miracl["missing_in_base"] - miracl["missing_in_system"]
+    assert miracl["p_value"] == pytest.approx(stats.ttest_rel(pooled_sys, pooled_base).pvalue, rel=1e-6)
+    assert miracl["ci_low"] <= miracl["delta"] <= miracl["ci_high"]
+    everything = by_dataset["Avg"]
+    assert everything["datasets"] == ["scifact", "miracl-sw", "miracl-id"]
+    assert everything["delta"] == pytest.approx(np.mean([by_dataset[d]["delta"] for d in everything["datasets"]]))
+    macro = _compare_json(capsys, *dirs, "-m", "ndcg@10", "--aggregate", "all", "--aggregate-method", "macro")
+    agg = next(c for c in macro["comparisons"] if c["dataset"] == "Avg")
+    deltas = [by_dataset[d]["delta"] for d in everything["datasets"]]
+    assert agg["n"] == 3 and agg["p_value"] == pytest.approx(stats.ttest_1samp(deltas, 0).pvalue, rel=1e-9)
+    assert main(["compare", *dirs, "-m", "ndcg@10", "--aggregate", "all", "--format", "markdown"]) == 0
+    md = capsys.readouterr().out
+    assert "Avg nDCG@10" in md and "Aggregates: macro average over datasets" in md
+
+
+def _pytrec_per_query_sorted(qrels_path, run_path, measure) -> list[float]:
+    values = _pytrec_per_query(qrels_path, run_path, measure)
+    return [values[q] for q in sorted(values)]
