@@ -1,0 +1,394 @@
+"""BM25 with Lucene, through Pyserini/Anserini, with indexes cached on disk.
+
+What gets indexed and how it is scored (the protocol, so numbers match Pyserini's):
+
+* contents = ``title + " " + text`` (:meth:`Corpus.passages`), one Lucene field;
+* the analyzer Anserini uses for the language (``en``: Porter stemming and Lucene's
+  English stop words; ``zh``/``ko``: CJK bigrams; ``ja``: Kuromoji; ``sw``/``yo``/
+  ``ha``/``so``: whitespace only, as in Anserini's MIRACL and CIRAL baselines ...);
+* Lucene's BM25 (k1=0.9, b=0.4 by default), bag-of-words queries in which a term
+  repeated in the query counts that many times (Anserini's BagOfWordsQueryGenerator).
+
+Indexing goes through Pyserini's ``LuceneIndexer``.  Searching calls Lucene's
+``IndexSearcher`` directly, from several Python threads, and takes each query's hits
+back as one JSON string (Jackson, bundled with Anserini): one Java call per query
+instead of one per hit, which is what makes large runs fast.  Scores are Lucene's
+float32 values, kept exactly, so equal scores stay tied and are ordered as trec_eval
+orders them.  (Pyserini's ``LuceneSearcher`` instead rounds scores to 4 decimals and
+spreads each rounded tie by 1e-6 steps in doc-id order, Anserini's
+ScoreTiesAdjusterReranker; both give the same SciFact nDCG@10.)
+
+Indexes are cached under ``index_dir`` (default ``$HARNESS_CACHE/bm25`` or
+``~/.cache/retrieval-harness/bm25``), one folder per corpus content hash, analyzer,
+indexing options and Lucene/Pyserini version.  A folder is built under a temporary
+name and renamed when complete, so a cached index is always whole.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import json
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from harness.data.beir import Corpus, Queries
+from harness.data.run import Run
+from harness.errors import ConfigError, InputError
+from harness.retrieval.java import ensure_jvm, quiet_anserini_logging
+
+log = logging.getLogger(__name__)
+
+INDEX_FORMAT = 1
+CONTENTS = "title + ' ' + text"
+META_FILE = "harness-bm25.json"
+DOCIDS_FILE = "harness-docids.json"
+INDEX_BATCH = 2000
+
+
+@dataclass(frozen=True)
+class Analyzer:
+    """A language's Lucene analyzer, as Anserini builds it for indexing and search."""
+
+    code: str
+    name: str
+    lucene_class: str
+    index_args: tuple[str, ...]
+
+
+def _table() -> dict[str, Analyzer]:
+    lucene = "org.apache.lucene.analysis."
+    # Anserini's AnalyzerMap: language code -> analyzer (indexed with "-language <code>").
+    by_language = {
+        "ar": ("Arabic", "ar.ArabicAnalyzer"), "bn": ("Bengali", "bn.BengaliAnalyzer"),
+        "da": ("Danish", "da.DanishAnalyzer"), "de": ("German", "de.GermanAnalyzer"),
+        "es": ("Spanish", "es.SpanishAnalyzer"), "fa": ("Persian", "fa.PersianAnalyzer"),
+        "fi": ("Finnish", "fi.FinnishAnalyzer"), "fr": ("French", "fr.FrenchAnalyzer"),
+        "hi": ("Hindi", "hi.HindiAnalyzer"), "hu": ("Hungarian", "hu.HungarianAnalyzer"),
+        "id": ("Indonesian", "id.IndonesianAnalyzer"), "it": ("Italian", "it.ItalianAnalyzer"),
+        "ja": ("Japanese", "ja.JapaneseAnalyzer"), "ko": ("Korean", "cjk.CJKAnalyzer"),
+        "nl": ("Dutch", "nl.DutchAnalyzer"), "no": ("Norwegian", "no.NorwegianAnalyzer"),
+        "pl": ("Polish", "morfologik.MorfologikAnalyzer"), "pt": ("Portuguese", "pt.PortugueseAnalyzer"),
+        "ru": ("Russian", "ru.RussianAnalyzer"), "sv": ("Swedish", "sv.SwedishAnalyzer"),
+        "te": ("Telugu", "te.TeluguAnalyzer"), "th": ("Thai", "th.ThaiAnalyzer"),
+        "tr": ("Turkish", "tr.TurkishAnalyzer"), "uk": ("Ukrainian", "uk.UkrainianMorfologikAnalyzer"),
+        "zh": ("Chinese", "cjk.CJKAnalyzer"),
+    }
+    table = {code: Analyzer(code, name, lucene + cls, ("-language", code)) for code, (name, cls) in by_language.items()}
+    table["en"] = Analyzer("en", "English", "io.anserini.analysis.DefaultEnglishAnalyzer", ())
+    # Anserini has no stemmer for these and splits on whitespace only (no lower-casing).
+    for code, name in {"sw": "Swahili", "yo": "Yoruba", "ha": "Hausa", "so": "Somali"}.items():
+        table[code] = Analyzer(code, name, lucene + "core.WhitespaceAnalyzer", ("-pretokenized",))
+    return table
+
+
+ANALYZERS: dict[str, Analyzer] = _table()
+# Other spellings: names, region/script variants (MKQA's zh_cn, pt-BR ...), Bokmål/Nynorsk.
+_ALIASES = {a.name.lower(): a.code for a in ANALYZERS.values()} | {"nb": "no", "nn": "no", "farsi": "fa"}
+
+
+def resolve_language(language: str) -> Analyzer:
+    """Map a language code (ISO 639-1 as in MIRACL, ``zh_cn``, ``pt-BR``, ``chinese`` ...) to its analyzer."""
+    key = str(language).strip().lower().replace("_", "-")
+    code = key.split("-")[0]
+    code = _ALIASES.get(key, _ALIASES.get(code, code))
+    if code not in ANALYZERS:
+        raise ConfigError(f"BM25 has no analyzer for language {language!r}; supported: {', '.join(sorted(ANALYZERS))}")
+    return ANALYZERS[code]
+
+
+def default_cache_root() -> Path:
+    """``$HARNESS_CACHE/bm25``, else ``~/.cache/retrieval-harness/bm25``."""
+    base = os.environ.get("HARNESS_CACHE")
+    return (Path(base) if base else Path.home() / ".cache" / "retrieval-harness") / "bm25"
+
+
+def default_threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@functools.lru_cache(maxsize=1)
+def _java() -> Any:
+    """Start the JVM (once) and return the Java classes this module uses."""
+    ensure_jvm()
+    from types import SimpleNamespace
+
+    from pyserini.pyclass import autoclass
+
+    quiet_anserini_logging()
+    java = SimpleNamespace(
+        autoclass=autoclass,
+        Paths=autoclass("java.nio.file.Paths"),
+        FSDirectory=autoclass("org.apache.lucene.store.FSDirectory"),
+        DirectoryReader=autoclass("org.apache.lucene.index.DirectoryReader"),
+        IndexSearcher=autoclass("org.apache.lucene.search.IndexSearcher"),
+        BM25Similarity=autoclass("org.apache.lucene.search.similarities.BM25Similarity"),
+        LuceneVersion=autoclass("org.apache.lucene.util.Version"),
+        AnalyzerMap=autoclass("io.anserini.analysis.AnalyzerMap"),
+        AnalyzerUtils=autoclass("io.anserini.analysis.AnalyzerUtils"),
+        EnglishAnalyzer=autoclass("io.anserini.analysis.DefaultEnglishAnalyzer"),
+        WhitespaceAnalyzer=autoclass("org.apache.lucene.analysis.core.WhitespaceAnalyzer"),
+        BagOfWords=autoclass("io.anserini.search.query.BagOfWordsQueryGenerator"),
+        IndexReaderUtils=autoclass("io.anserini.index.IndexReaderUtils"),
+        ObjectMapper=autoclass("com.fasterxml.jackson.databind.ObjectMapper"),
+    )
+    # Lucene refuses Boolean queries with more than 1024 clauses; a long query (a whole
+    # argument, as in ArguAna) can have more distinct terms.  Raise the limit instead of failing.
+    java.IndexSearcher.setMaxClauseCount(max(java.IndexSearcher.getMaxClauseCount(), 1 << 16))
+    return java
+
+
+def lucene_analyzer(analyzer: Analyzer) -> Any:
+    """Build the Java analyzer, checking that it is the class Anserini indexes with."""
+    java = _java()
+    if analyzer.code == "en":
+        obj = java.EnglishAnalyzer.newDefaultInstance()
+    elif "-pretokenized" in analyzer.index_args:
+        obj = java.WhitespaceAnalyzer()
+    else:
+        obj = java.AnalyzerMap.getLanguageSpecificAnalyzer(analyzer.code)
+    actual = obj.getClass().getName() if obj is not None else None
+    if actual != analyzer.lucene_class:
+        raise ConfigError(f"Anserini's analyzer for {analyzer.code!r} is {actual}, expected {analyzer.lucene_class}; "
+                          "the installed Pyserini differs from the one the harness was written for")
+    if analyzer.code == "th":
+        _check_thai_support(java, obj)
+    return obj
+
+
+def _check_thai_support(java: Any, obj: Any) -> None:
+    from jnius import JavaException
+
+    try:
+        java.AnalyzerUtils.analyze(obj, "ภาษาไทย")
+    except JavaException as exc:
+        raise ConfigError("Thai BM25 needs a Java runtime with Thai word segmentation, which this one lacks "
+                          f"({exc}); set JAVA_HOME to a full JDK 21+") from None
+
+
+def analyze(text: str, language: str = "en") -> list[str]:
+    """The tokens Lucene indexes for ``text`` under the language's analyzer."""
+    java = _java()
+    return [str(t) for t in java.AnalyzerUtils.analyze(lucene_analyzer(resolve_language(language)), text)]
+
+
+def index_key(corpus: Corpus, analyzer: Analyzer) -> dict[str, Any]:
+    """Everything that changes the index's contents or scores; its hash names the cache folder."""
+    java = _java()
+    return {
+        "format": INDEX_FORMAT, "corpus_hash": corpus.content_hash(), "num_docs": len(corpus),
+        "contents": CONTENTS, "language": analyzer.code, "analyzer": analyzer.lucene_class,
+        "index_args": list(analyzer.index_args), "lucene": str(java.LuceneVersion.LATEST.toString()),
+        "pyserini": metadata.version("pyserini"),
+    }
+
+
+class BM25Index:
+    """A Lucene index of one corpus under one analyzer; use :meth:`build` to get one (cached)."""
+
+    def __init__(self, path: str | Path, built_now: bool = False):
+        self.path = Path(path)
+        meta_path = self.path / META_FILE
+        if not meta_path.is_file():
+            raise InputError(self.path, f"not a harness BM25 index (no {META_FILE})")
+        self.meta: dict[str, Any] = json.loads(meta_path.read_text(encoding="utf-8"))
+        self.analyzer = resolve_language(self.meta["key"]["language"])
+        self.built_now = built_now
+        self._docids: np.ndarray | None = None
+        self._reader: Any = None
+
+    @property
+    def num_docs(self) -> int:
+        return int(self.meta["indexed_docs"])
+
+    @classmethod
+    def build(cls, corpus: Corpus, language: str = "en", index_dir: str | Path | None = None,
+              threads: int | None = None) -> "BM25Index":
+        """Return the cached index of ``corpus`` under ``language``, building it first if absent."""
+        analyzer = resolve_language(language)
+        lucene_analyzer(analyzer)  # fail early: unsupported analyzer or runtime
+        key = index_key(corpus, analyzer)
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+        root = Path(index_dir) if index_dir is not None else default_cache_root()
+        target = root / f"{analyzer.code}-{digest[:24]}"
+        if (target / META_FILE).is_file():
+            log.info("BM25: reusing index %s", target)
+            return cls(target)
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=root))
+        try:
+            _write_index(corpus, analyzer, key, tmp, threads or default_threads())
+            try:
+                os.rename(tmp, target)
+            except OSError:
+                if not (target / META_FILE).is_file():
+                    raise
+                log.info("BM25: another process built %s first; using it", target)  # ours is discarded
+                shutil.rmtree(tmp, ignore_errors=True)
+                return cls(target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return cls(target, built_now=True)
+
+    def docids(self) -> np.ndarray:
+        """External document id of every Lucene doc number (recorded when the index was built)."""
+        if self._docids is None:
+            ids = json.loads((self.path / DOCIDS_FILE).read_text(encoding="utf-8"))
+            self._docids = np.asarray(ids, dtype=str)
+        return self._docids
+
+    def search(self, queries: Queries, k: int = 1000, k1: float = 0.9, b: float = 0.4,
+               threads: int | None = None) -> Run:
+        """Top-``k`` BM25 documents per query, as a :class:`Run` (queries with no hit have no rows)."""
+        if not isinstance(k, (int, np.integer)) or k < 1:
+            raise ConfigError(f"k must be a positive integer, got {k!r}")
+        if not (np.isfinite(k1) and k1 >= 0):
+            raise ConfigError(f"BM25 k1 must be >= 0, got {k1!r}")
+        if not (np.isfinite(b) and 0 <= b <= 1):
+            raise ConfigError(f"BM25 b must be in [0, 1], got {b!r}")
+        java = _java()
+        searcher = java.IndexSearcher(self._open_reader())
+        searcher.setSimilarity(java.BM25Similarity(float(k1), float(b)))
+        hits = _parallel_search(searcher, lucene_analyzer(self.analyzer), queries.texts, int(k),
+                                threads or default_threads())
+        docids = self.docids()
+        counts = np.fromiter((len(d) for d, _ in hits), dtype=np.int64, count=len(hits))
+        qids = np.repeat(np.asarray(queries.ids, dtype=str), counts)
+        lucene_docs = np.concatenate([d for d, _ in hits]) if hits else np.zeros(0, np.int64)
+        scores = np.concatenate([s for _, s in hits]) if hits else np.zeros(0, np.float64)
+        if (empty := int((counts == 0).sum())):
+            log.info("BM25: %d of %d queries matched no document", empty, len(counts))
+        return Run.from_arrays(qids, docids[lucene_docs], scores, name="bm25")
+
+    def _open_reader(self) -> Any:
+        if self._reader is None:
+            from jnius import cast
+
+            java = _java()
+            reader = java.DirectoryReader.open(java.FSDirectory.open(java.Paths.get(str(self.path))))
+            # IndexSearcher has overloads for IndexReader and IndexReaderContext; pin the first.
+            self._reader = cast("org.apache.lucene.index.IndexReader", reader)
+        return self._reader
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+
+def _write_index(corpus: Corpus, analyzer: Analyzer, key: dict[str, Any], path: Path, threads: int) -> None:
+    """Index the corpus into ``path`` (an empty folder) and record its metadata and doc-id map."""
+    if len(set(corpus.ids)) != len(corpus.ids):
+        raise InputError(corpus.source, "corpus has duplicate document ids")
+    from pyserini.index.lucene import LuceneIndexer
+
+    java = _java()
+    start = time.perf_counter()
+    log.info("BM25: indexing %d documents (%s analyzer, %d threads) into %s",
+             len(corpus), analyzer.name, threads, path)
+    indexer = LuceneIndexer(args=["-index", str(path), *analyzer.index_args], threads=threads)
+    passages = corpus.passages()
+    try:
+        with tqdm(total=len(corpus), desc="BM25 index", unit="doc", disable=None, leave=False) as bar:
+            for begin in range(0, len(corpus), INDEX_BATCH):
+                end = min(begin + INDEX_BATCH, len(corpus))
+                indexer.add_batch_raw([json.dumps({"id": corpus.ids[i], "contents": passages[i]}, ensure_ascii=False)
+                                       for i in range(begin, end)])
+                bar.update(end - begin)
+    finally:
+        indexer.close()
+    reader = java.DirectoryReader.open(java.FSDirectory.open(java.Paths.get(str(path))))
+    try:
+        # Lucene numbers documents in its own order (threads, merges): record the map once.
+        docids = [str(java.IndexReaderUtils.convertLuceneDocidToDocid(reader, i)) for i in range(reader.maxDoc())]
+    finally:
+        reader.close()
+    if len(docids) < len(corpus):
+        log.warning("BM25: %d documents had no indexable text and were skipped", len(corpus) - len(docids))
+    seconds = time.perf_counter() - start
+    (path / DOCIDS_FILE).write_text(json.dumps(docids, ensure_ascii=False), encoding="utf-8")
+    meta = {"key": key, "indexed_docs": len(docids), "index_seconds": round(seconds, 3),
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    (path / META_FILE).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    log.info("BM25: indexed %d documents in %.1f s", len(docids), seconds)
+
+
+def _parallel_search(searcher: Any, analyzer: Any, texts: list[str], k: int,
+                     threads: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Search every text with ``threads`` Python threads (the Java calls run concurrently)."""
+    java = _java()
+    generator = java.BagOfWords()
+    mapper = java.ObjectMapper()
+    results: list[Any] = [None] * len(texts)
+    next_index = itertools.count()
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    bar = tqdm(total=len(texts), desc="BM25 search", unit="q", disable=None, leave=False)
+
+    def work() -> None:
+        import jnius
+
+        try:
+            while not errors and (i := next(next_index)) < len(texts):
+                query = generator.buildQuery("contents", analyzer, texts[i])
+                # Jackson renders TopDocs as {"scoreDocs": [{"score", "doc", ...}]}, floats as
+                # the shortest decimal that identifies the float32, so float32(x) is exact.
+                top = json.loads(mapper.writeValueAsString(searcher.search(query, k)))["scoreDocs"]
+                docs = np.fromiter((h["doc"] for h in top), dtype=np.int64, count=len(top))
+                scores = np.fromiter((h["score"] for h in top), dtype=np.float32, count=len(top))
+                results[i] = (docs, scores.astype(np.float64))
+                with lock:
+                    bar.update(1)
+        except BaseException as exc:  # re-raised in the calling thread
+            errors.append(exc)
+        finally:
+            jnius.detach()  # a thread attached to the JVM must detach before it ends
+
+    start = time.perf_counter()
+    workers = [threading.Thread(target=work, name=f"bm25-search-{n}", daemon=True)
+               for n in range(max(1, min(threads, len(texts))))]
+    try:
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    finally:
+        bar.close()
+    if errors:
+        raise errors[0]
+    log.info("BM25: searched %d queries in %.2f s (%d threads)", len(texts), time.perf_counter() - start, len(workers))
+    return results
+
+
+def bm25_search(corpus: Corpus, queries: Queries, k: int = 1000, k1: float = 0.9, b: float = 0.4,
+                language: str = "en", index_dir: str | Path | None = None, threads: int | None = None) -> Run:
+    """Index ``corpus`` (cached under ``index_dir``) and return the top-``k`` BM25 run for ``queries``.
+
+    ``index_dir`` is the cache root: one sub-folder per corpus hash, analyzer and
+    indexing options (default :func:`default_cache_root`).  ``threads`` defaults to the
+    CPUs available to this process.
+    """
+    index = BM25Index.build(corpus, language=language, index_dir=index_dir, threads=threads)
+    try:
+        return index.search(queries, k=k, k1=k1, b=b, threads=threads)
+    finally:
+        index.close()
+
+
+__all__ = ["ANALYZERS", "Analyzer", "BM25Index", "analyze", "bm25_search", "default_cache_root",
+           "index_key", "lucene_analyzer", "resolve_language"]
