@@ -1,0 +1,171 @@
+"""A run joined with its judgements: the shared, columnar input of every metric.
+
+:func:`align` does the one expensive step (matching every retrieved document
+against the qrels) once; each metric module then reduces the resulting flat
+arrays per query with ``np.bincount``, so no metric loops over queries in Python.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.data import Qrels, Run
+
+# trec_eval's codes for retrieved documents without a usable judgement (form_res_rels.c).
+NOT_JUDGED = -1       # document absent from the qrels of its query ("not in pool")
+NEGATIVE_LABEL = -2   # judged with a negative label ("in pool but unjudged")
+
+
+@dataclass(frozen=True)
+class JudgedRun:
+    """Retrieved rows of the evaluated queries, with their judgements.
+
+    Row arrays (one entry per retrieved document, grouped by query, in trec_eval
+    rank order): ``row_query`` (index into ``query_ids``), ``rank`` (1-based) and
+    ``label`` (the qrels label when it is >= 0, else :data:`NOT_JUDGED` or
+    :data:`NEGATIVE_LABEL`).  Per query: ``num_rel`` (judged documents with a
+    label >= max(threshold, 0), retrieved or not).  The ideal ranking for nDCG is
+    kept flat as well: ``ideal_query``, ``ideal_rank`` and ``ideal_gain`` list every
+    positive label of each query, highest first.
+    """
+
+    query_ids: np.ndarray
+    row_query: np.ndarray
+    rank: np.ndarray
+    label: np.ndarray
+    num_rel: np.ndarray
+    ideal_query: np.ndarray
+    ideal_rank: np.ndarray
+    ideal_gain: np.ndarray
+    relevance_threshold: int
+
+    @property
+    def num_queries(self) -> int:
+        return len(self.query_ids)
+
+    @property
+    def relevant(self) -> np.ndarray:
+        """Per row: does trec_eval count this document as relevant (``label >= threshold``)?"""
+        return self.label >= self.relevance_threshold
+
+    def per_query_sum(self, keep: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        """Sum ``weights`` (or count rows) over the rows selected by the mask ``keep``, per query.
+
+        ``np.bincount`` adds in row order, i.e. in rank order within a query, which is
+        the order trec_eval accumulates in.
+        """
+        w = None if weights is None else weights[keep]
+        return np.bincount(self.row_query[keep], weights=w, minlength=self.num_queries).astype(np.float64)
+
+    def relevant_in_top(self, cutoff: int | None) -> np.ndarray:
+        """Number of relevant documents among the first ``cutoff`` ranks (all ranks if None)."""
+        keep = self.relevant if cutoff is None else self.relevant & (self.rank <= cutoff)
+        return self.per_query_sum(keep)
+
+
+def position_in_group(keys: np.ndarray) -> np.ndarray:
+    """1-based position of each element within its run of equal consecutive ``keys``."""
+    n = len(keys)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    change = np.ones(n, dtype=bool)
+    change[1:] = keys[1:] != keys[:-1]
+    starts = np.flatnonzero(change)
+    return np.arange(n, dtype=np.int64) - np.repeat(starts, np.diff(np.append(starts, n))) + 1
+
+
+def _lookup_labels(qrels: Qrels, row_qrels_query: np.ndarray, doc_ids: np.ndarray) -> np.ndarray:
+    """trec_eval relevance code of each (query, document) row.
+
+    ``row_qrels_query`` indexes the unique query ids of ``qrels``.  Pairs are
+    matched exactly on both ids through integer keys: documents are coded by their
+    position among the judged document ids, then (query code, document code) keys
+    are binary-searched in the sorted qrels keys.
+    """
+    labels = np.full(len(doc_ids), NOT_JUDGED, dtype=np.int64)
+    if len(doc_ids) == 0 or len(qrels) == 0:
+        return labels
+    judged_docs, qrels_doc_code = np.unique(qrels.doc_ids, return_inverse=True)
+    _, starts, ends = qrels.bounds()
+    qrels_query_code = np.repeat(np.arange(len(starts), dtype=np.int64), ends - starts)
+    qrels_keys = qrels_query_code * len(judged_docs) + qrels_doc_code.reshape(-1)
+    key_order = np.argsort(qrels_keys, kind="stable")
+    qrels_keys = qrels_keys[key_order]
+
+    doc_pos = np.searchsorted(judged_docs, doc_ids)
+    doc_pos = np.minimum(doc_pos, len(judged_docs) - 1)
+    doc_known = judged_docs[doc_pos] == doc_ids
+    row_keys = row_qrels_query * len(judged_docs) + doc_pos
+    hit = np.minimum(np.searchsorted(qrels_keys, row_keys), len(qrels_keys) - 1)
+    matched = doc_known & (qrels_keys[hit] == row_keys)
+    raw = qrels.relevance[key_order[hit[matched]]]
+    labels[matched] = np.where(raw >= 0, raw, NEGATIVE_LABEL)
+    return labels
+
+
+def _ideal_ranking(qrels: Qrels, qrels_rows: np.ndarray, qrels_row_query: np.ndarray):
+    """Positive labels per evaluated query, sorted descending, with 1-based ideal ranks."""
+    gains = qrels.relevance[qrels_rows]
+    positive = gains > 0
+    query, gains = qrels_row_query[positive], gains[positive]
+    order = np.lexsort((-gains, query))
+    query, gains = query[order], gains[order]
+    return query, position_in_group(query), gains.astype(np.float64)
+
+
+def align(qrels: Qrels, run: Run, *, relevance_threshold: int = 1, complete: bool = False,
+          run_query_ids: np.ndarray | None = None) -> JudgedRun:
+    """Join ``run`` with ``qrels`` for the queries trec_eval would evaluate.
+
+    Evaluated queries are the judged queries that the run answers (default), or
+    every judged query when ``complete`` (``trec_eval -c``; unanswered queries then
+    have no rows and score 0).  ``run_query_ids`` names the queries the run answers
+    when that differs from the queries left in ``run`` (after self-hit removal a
+    query may have no rows left but still counts as answered).  Queries are
+    returned in sorted id order, as trec_eval reports them.
+    """
+    judged_queries, q_starts, q_ends = qrels.bounds()
+    run_queries, r_starts, r_ends = run.bounds()
+    answered = run_queries if run_query_ids is None else np.unique(run_query_ids)
+    if complete:
+        query_ids = judged_queries
+    else:
+        query_ids = judged_queries[np.isin(judged_queries, answered)]
+
+    # Map each run query to its evaluated index (-1: not evaluated) and qrels index.
+    pos = np.minimum(np.searchsorted(query_ids, run_queries), max(len(query_ids) - 1, 0))
+    evaluated = (query_ids[pos] == run_queries) if len(query_ids) else np.zeros(len(run_queries), bool)
+    group_sizes = r_ends - r_starts
+    row_eval_query = np.repeat(np.where(evaluated, pos, -1), group_sizes)
+    keep_rows = row_eval_query >= 0
+    row_query = row_eval_query[keep_rows]
+    rank = run.ranks()[keep_rows]
+    doc_ids = run.doc_ids[keep_rows]
+
+    # Every evaluated query is judged, so its qrels index always exists.
+    qrels_index_of_eval = np.searchsorted(judged_queries, query_ids)
+    labels = _lookup_labels(qrels, qrels_index_of_eval[row_query], doc_ids)
+
+    # Qrels rows of the evaluated queries, and each row's evaluated-query index.
+    judged_is_evaluated = np.zeros(len(judged_queries), dtype=bool)
+    judged_is_evaluated[qrels_index_of_eval] = True
+    eval_index_of_judged = np.cumsum(judged_is_evaluated) - 1
+    row_judged_query = np.repeat(np.arange(len(judged_queries), dtype=np.int64), q_ends - q_starts)
+    qrels_rows = np.flatnonzero(judged_is_evaluated[row_judged_query])
+    qrels_row_query = eval_index_of_judged[row_judged_query[qrels_rows]]
+    counted = qrels.relevance[qrels_rows] >= max(relevance_threshold, 0)
+    num_rel = np.bincount(qrels_row_query[counted], minlength=len(query_ids)).astype(np.int64)
+    ideal_query, ideal_rank, ideal_gain = _ideal_ranking(qrels, qrels_rows, qrels_row_query)
+
+    return JudgedRun(
+        query_ids=query_ids,
+        row_query=row_query.astype(np.int64),
+        rank=rank.astype(np.int64),
+        label=labels,
+        num_rel=num_rel,
+        ideal_query=ideal_query,
+        ideal_rank=ideal_rank,
+        ideal_gain=ideal_gain,
+        relevance_threshold=int(relevance_threshold),
+    )
