@@ -208,18 +208,28 @@ def _running_jvm() -> JavaRuntime:
     return JavaRuntime(home, major, "running JVM", _has_module(home, INCUBATOR_VECTOR_MODULE))
 
 
+_quieted_loggers: list = []  # JUL keeps loggers weakly: hold them, or their level is lost
+
+
 def quiet_anserini_logging() -> None:
-    """Lower Anserini's log level to WARN (call after the JVM has started).
+    """Keep Java's informational chatter off the console (call after the JVM has started).
 
     Anserini's bundled log4j2 configuration prints INFO lines ("Using DefaultEnglishAnalyzer",
     ...) on standard output, where they would mix into the CLI's JSON or table output;
-    the harness logs its own progress through Python's logging instead.
+    its level is lowered to WARN.  Lucene warns once that its MMapDirectory predates
+    Java 22 and falls back to the older implementation, which nobody using Pyserini can
+    act on; that logger is limited to SEVERE.  The harness logs its own progress
+    through Python's logging instead.
     """
+    if _quieted_loggers:
+        return
     from jnius import autoclass
 
     configurator = autoclass("org.apache.logging.log4j.core.config.Configurator")
-    level = autoclass("org.apache.logging.log4j.Level")
-    configurator.setLevel("io.anserini", level.WARN)
+    configurator.setLevel("io.anserini", autoclass("org.apache.logging.log4j.Level").WARN)
+    jul_logger = autoclass("java.util.logging.Logger").getLogger("org.apache.lucene.store.MMapDirectory")
+    jul_logger.setLevel(autoclass("java.util.logging.Level").SEVERE)
+    _quieted_loggers.append(jul_logger)
 
 
 def jvm_started() -> bool:

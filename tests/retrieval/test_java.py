@@ -111,3 +111,29 @@ def test_ensure_jvm_is_idempotent_and_starts_java_21_without_the_incubator_optio
     assert java._parse_major(running) == first.major
     assert java.jvm_started()
     assert ensure_jvm() is first  # still the same after the JVM is up
+
+
+def test_an_old_jvm_started_before_the_harness_is_reported(tmp_path):
+    """If code starts jnius on an old Java before ensure_jvm(), the error says what happened."""
+    import shutil
+    import subprocess
+    import sys
+
+    on_path = shutil.which("java")
+    home = Path(on_path).resolve().parent.parent if on_path else None
+    major = java.java_major_version(home) if home else None
+    if major is None or major >= MIN_JAVA_MAJOR:
+        pytest.skip("needs a Java older than 21 on PATH to start the JVM with")
+    script = (
+        "import os, sys\n"
+        f"os.environ['JAVA_HOME'] = {str(home)!r}\n"
+        "import jnius\n"
+        "from harness.errors import ConfigError\n"
+        "from harness.retrieval.java import ensure_jvm\n"
+        "try:\n    ensure_jvm()\nexcept ConfigError as err:\n    print(err)\n    sys.exit(3)\n"
+    )
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=repo, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert f"a Java {major}" in done.stdout
+    assert "call harness.retrieval.java.ensure_jvm() before importing jnius or pyserini" in done.stdout
