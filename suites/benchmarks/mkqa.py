@@ -187,7 +187,8 @@ class MkqaSuite(BeirLayoutSuite):
                              queries.subset(answers), empty_qrels(), root, split or "test")
             meta = {"format": "beir", "queries_in_file": len(queries)}
             metrics = ACC_METRICS
-        answers = {q: a for q, a in answers.items() if q in set(ds.queries.ids)}
+        known = set(ds.queries.ids)
+        answers = {q: a for q, a in answers.items() if q in known}
         meta.update({"answers_field": field, "answer_lang": answer_lang,
                      "unanswerable_dropped": len(ds.queries) - len(answers)})
         langs = sorted({r.get("lang") for q, r in rows.items() if q in answers and r.get("lang")})

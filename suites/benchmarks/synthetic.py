@@ -75,8 +75,8 @@ class SyntheticSuite(BeirLayoutSuite):
         metrics = METRICS
         answers_file = find_optional(folder, ANSWERS_FILE)
         if answers_file:
-            answers = {q: a for q, a in select_answers(read_answers(answers_file), "answers").items()
-                       if q in set(ds.queries.ids)}
+            known = set(ds.queries.ids)
+            answers = {q: a for q, a in select_answers(read_answers(answers_file), "answers").items() if q in known}
             metrics = METRICS + ("acc@10",)
         meta.update({"answer_lang": "und", "domain": info})
         card = make_card("synthetic", name, split, ds, metrics=metrics, answers=answers, bm25_language=language,
