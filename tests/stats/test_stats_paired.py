@@ -96,6 +96,15 @@ def test_exact_equals_brute_force_with_ties_and_zeros(n):
     assert res.p_value == pytest.approx(brute_force_sign_flip_p(system - base), abs=1e-15)
 
 
+@pytest.mark.parametrize("n", [5, 10])
+def test_exact_equals_scipy_permutation_test(n):
+    rng = np.random.default_rng(n)
+    base, system = rng.random(n), rng.random(n)
+    ref = stats.permutation_test((system - base,), lambda x, axis: np.mean(x, axis=axis), permutation_type="samples",
+                                 n_resamples=np.inf, alternative="two-sided")
+    assert randomization_test(base, system, exact=True).p_value == pytest.approx(ref.pvalue, abs=1e-12)
+
+
 def test_monte_carlo_within_three_standard_errors_of_exact():
     n, resamples = 20, 20_000
     for seed, shift in [(1, 0.05), (2, 0.1), (3, 0.15)]:
