@@ -28,7 +28,7 @@ import numpy as np
 from harness.errors import ConfigError
 from harness.stats import paired
 from harness.stats.align import PairedScores
-from harness.stats.compare import CI_METHOD, DEFAULT_OPTIONS, Comparison, StatsOptions, run_test
+from harness.stats.compare import CI_METHOD, DEFAULT_OPTIONS, Comparison, StatsOptions, comparison_context, run_test
 from harness.stats.seeds import comparison_rng
 
 AGGREGATE_METHODS = ("pooled", "macro")
@@ -68,7 +68,8 @@ def compare_aggregate(pairs: Mapping[str, PairedScores], *, name: str, metric: s
     else:
         base, sys_ = base_means, sys_means
         boot = paired.bootstrap_means(sys_means - base_means, options.resamples, ci_rng)
-    result = run_test(base, sys_, options, test_rng)
+    with comparison_context(system, baseline, metric, f"{name} ({method} aggregate)"):
+        result = run_test(base, sys_, options, test_rng)
     ci_low, ci_high = paired.percentile_interval(boot, options.ci_level)
     wins, ties, losses = paired.win_tie_loss(base, sys_)
     mean_base, mean = float(base_means.mean()), float(sys_means.mean())

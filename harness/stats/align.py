@@ -15,8 +15,9 @@ from typing import Mapping, Sequence, Union
 
 import numpy as np
 
-from harness.errors import HarnessError
+from harness.errors import ConfigError
 from harness.results import EvaluationResult
+from harness.stats.paired import StatisticsError
 
 MISSING_POLICIES = ("error", "zero")
 _EXAMPLES = 5
@@ -24,7 +25,7 @@ _EXAMPLES = 5
 QueryScores = Union[Mapping[str, float], EvaluationResult, tuple]
 
 
-class MissingQueriesError(HarnessError, ValueError):
+class MissingQueriesError(StatisticsError):
     """The two systems were not scored on the same queries (and ``missing="error"``)."""
 
 
@@ -51,10 +52,10 @@ def query_scores(scores: QueryScores, metric: str | None = None) -> tuple[np.nda
     """``(query ids, values)`` from a mapping, an :class:`EvaluationResult` (with ``metric``) or a pair."""
     if isinstance(scores, EvaluationResult):
         if metric is None:
-            raise ValueError("a metric name is needed to take scores from an EvaluationResult")
+            raise StatisticsError("a metric name is needed to take scores from an EvaluationResult")
         if metric not in scores.per_query:
             known = ", ".join(scores.metrics) or "(none)"
-            raise MissingQueriesError(f"metric {metric!r} has no per-query values; available: {known}")
+            raise ConfigError(f"metric {metric!r} has no per-query values; available: {known}")
         ids, values = list(scores.query_ids), scores.per_query[metric]
     elif isinstance(scores, Mapping):
         ids, values = list(scores.keys()), list(scores.values())
@@ -63,10 +64,10 @@ def query_scores(scores: QueryScores, metric: str | None = None) -> tuple[np.nda
     ids = np.asarray([str(q) for q in ids], dtype=str) if len(ids) else np.asarray([], dtype=str)
     values = np.asarray(values, dtype=np.float64).reshape(-1)
     if len(ids) != len(values):
-        raise ValueError(f"{len(ids)} query ids but {len(values)} values")
+        raise StatisticsError(f"{len(ids)} query ids but {len(values)} values")
     uniq, counts = np.unique(ids, return_counts=True)
     if np.any(counts > 1):
-        raise ValueError(f"query {uniq[counts > 1][0]!r} has more than one score")
+        raise StatisticsError(f"query {uniq[counts > 1][0]!r} has more than one score")
     return ids, values
 
 
@@ -79,7 +80,7 @@ def align(base: QueryScores, system: QueryScores, *, metric: str | None = None, 
           base_name: str = "baseline", system_name: str = "system") -> PairedScores:
     """Pair two systems' per-query scores by query id (sorted ids), applying the missing policy."""
     if missing not in MISSING_POLICIES:
-        raise ValueError(f"missing must be one of {', '.join(MISSING_POLICIES)}; got {missing!r}")
+        raise StatisticsError(f"missing must be one of {', '.join(MISSING_POLICIES)}; got {missing!r}")
     base_ids, base_values = query_scores(base, metric)
     sys_ids, sys_values = query_scores(system, metric)
     only_base = np.setdiff1d(base_ids, sys_ids)

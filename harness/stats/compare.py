@@ -9,9 +9,10 @@ its own random stream, derived from the seed and the comparison's key
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -127,6 +128,16 @@ def _key(dataset: str | None, metric: str, baseline: str, system: str, purpose: 
     return (purpose, dataset or "", metric, baseline, system)
 
 
+@contextlib.contextmanager
+def comparison_context(system: str, baseline: str, metric: str, dataset: str | None) -> Iterator[None]:
+    """Re-raise a :class:`StatisticsError` with the comparison it belongs to."""
+    try:
+        yield
+    except paired.StatisticsError as exc:
+        where = f" on {dataset}" if dataset else ""
+        raise paired.StatisticsError(f"{system} vs {baseline}, {metric}{where}: {exc}") from None
+
+
 def run_test(base: np.ndarray, system: np.ndarray, options: StatsOptions,
              rng: np.random.Generator) -> paired.TestResult:
     """The configured test on paired arrays."""
@@ -143,7 +154,8 @@ def compare_pair(scores: PairedScores, *, metric: str, system: str, baseline: st
     """Test, interval, effect size and win/tie/loss for one system vs the baseline."""
     test_rng = comparison_rng(options.seed, _key(dataset, metric, baseline, system, "test"))
     ci_rng = comparison_rng(options.seed, _key(dataset, metric, baseline, system, "ci"))
-    result = run_test(scores.base, scores.system, options, test_rng)
+    with comparison_context(system, baseline, metric, dataset):
+        result = run_test(scores.base, scores.system, options, test_rng)
     ci_low, ci_high = paired.percentile_interval(
         paired.bootstrap_means(scores.diff, options.resamples, ci_rng), options.ci_level)
     wins, ties, losses = paired.win_tie_loss(scores.base, scores.system)

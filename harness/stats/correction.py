@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.stats.paired import StatisticsError
+
 CORRECTIONS = ("holm", "bonferroni", "bh", "none")
 CORRECTION_NAMES = {"holm": "Holm", "bonferroni": "Bonferroni", "bh": "Benjamini-Hochberg", "none": "no correction"}
 CORRECTION_CONTROLS = {"holm": "family-wise error rate", "bonferroni": "family-wise error rate",
@@ -23,10 +25,10 @@ CORRECTION_CONTROLS = {"holm": "family-wise error rate", "bonferroni": "family-w
 def adjust_pvalues(p_values, method: str) -> np.ndarray:
     """Adjusted p-values of one family, in the input order."""
     if method not in CORRECTIONS:
-        raise ValueError(f"unknown correction {method!r}; choose one of {', '.join(CORRECTIONS)}")
+        raise StatisticsError(f"unknown correction {method!r}; choose one of {', '.join(CORRECTIONS)}")
     p = np.asarray(p_values, dtype=np.float64).reshape(-1)
     if np.any(np.isnan(p)) or np.any((p < 0) | (p > 1)):
-        raise ValueError("p-values must lie in [0, 1]")
+        raise StatisticsError("p-values must lie in [0, 1]")
     m = len(p)
     if m == 0 or method == "none":
         return p.copy()

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as _scipy_stats
 
+from harness.errors import HarnessError
+
 # Random draws are generated in blocks of about this many values (fixed, so that the
 # stream, and hence every p-value, does not depend on the machine's memory).
 _BLOCK_ELEMENTS = 1 << 22
@@ -40,6 +42,10 @@ DEFAULT_EXACT_MAX_N = 30
 # Hard limit for exact enumeration (2 x 2^(n/2) partial sums held in memory).
 _EXACT_HARD_LIMIT = 44
 DEFAULT_RESAMPLES = 10_000
+
+
+class StatisticsError(HarnessError, ValueError):
+    """Inputs a test cannot handle (unpaired lengths, too few queries, non-finite scores...)."""
 
 
 @dataclass(frozen=True)
@@ -58,12 +64,12 @@ def differences(base, system) -> np.ndarray:
     base = np.asarray(base, dtype=np.float64).reshape(-1)
     system = np.asarray(system, dtype=np.float64).reshape(-1)
     if base.shape != system.shape:
-        raise ValueError(f"paired scores differ in length: {len(base)} baseline vs {len(system)} system")
+        raise StatisticsError(f"paired scores differ in length: {len(base)} baseline vs {len(system)} system")
     if len(base) == 0:
-        raise ValueError("no paired queries to compare")
+        raise StatisticsError("no paired queries to compare")
     diff = system - base
     if not np.all(np.isfinite(diff)):
-        raise ValueError("per-query scores must be finite")
+        raise StatisticsError("per-query scores must be finite")
     return diff
 
 
@@ -84,7 +90,7 @@ def paired_ttest(base, system) -> TestResult:
     """Two-sided paired t-test; equals ``scipy.stats.ttest_rel(system, base)`` where that is defined."""
     diff = differences(base, system)
     if len(diff) < 2:
-        raise ValueError("the paired t-test needs at least 2 queries")
+        raise StatisticsError("the paired t-test needs at least 2 queries")
     if np.all(diff == diff[0]):
         if diff[0] == 0.0:
             return TestResult(0.0, 1.0, "paired t-test (all differences zero)")
@@ -132,14 +138,14 @@ def randomization_test(base, system, *, resamples: int = DEFAULT_RESAMPLES, seed
     use_exact = len(nonzero) <= exact_max_n if exact is None else exact
     if use_exact:
         if len(nonzero) > _EXACT_HARD_LIMIT:
-            raise ValueError(f"exact enumeration of 2^{len(nonzero)} sign vectors is too large; use Monte Carlo")
+            raise StatisticsError(f"exact enumeration of 2^{len(nonzero)} sign vectors is too large; use Monte Carlo")
         method = f"randomization (exact, 2^{len(nonzero)} sign vectors)"
         if threshold <= 0.0:
             return TestResult(observed, 1.0, method, exact=True)
         count = _exact_sign_flip_count(nonzero, threshold)
         return TestResult(observed, count / 2.0 ** len(nonzero), method, exact=True)
     if resamples < 1:
-        raise ValueError(f"resamples must be positive, got {resamples}")
+        raise StatisticsError(f"resamples must be positive, got {resamples}")
     rng = _generator(seed)
     total = float(diff.sum())
     rows = max(1, _BLOCK_ELEMENTS // n)
@@ -173,7 +179,7 @@ def bootstrap_means(diff: np.ndarray, resamples: int, rng: np.random.Generator) 
 def percentile_interval(means: np.ndarray, level: float) -> tuple[float, float]:
     """Percentile interval of bootstrap means (linearly interpolated quantiles)."""
     if not 0.0 < level < 1.0:
-        raise ValueError(f"confidence level must be in (0, 1), got {level}")
+        raise StatisticsError(f"confidence level must be in (0, 1), got {level}")
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(means, [tail, 1.0 - tail])
     return float(low), float(high)
@@ -184,7 +190,7 @@ def bootstrap_ci(base, system, *, level: float = 0.95, resamples: int = DEFAULT_
     """Percentile bootstrap confidence interval of the mean difference ``system - base``."""
     diff = differences(base, system)
     if resamples < 1:
-        raise ValueError(f"resamples must be positive, got {resamples}")
+        raise StatisticsError(f"resamples must be positive, got {resamples}")
     return percentile_interval(bootstrap_means(diff, resamples, _generator(seed)), level)
 
 
@@ -192,7 +198,7 @@ def bootstrap_test(base, system, *, resamples: int = DEFAULT_RESAMPLES, seed=0) 
     """Two-sided paired bootstrap test (shift method) of a zero mean difference."""
     diff = differences(base, system)
     if resamples < 1:
-        raise ValueError(f"resamples must be positive, got {resamples}")
+        raise StatisticsError(f"resamples must be positive, got {resamples}")
     observed = float(diff.mean())
     means = bootstrap_means(diff, resamples, _generator(seed))
     threshold = abs(observed) - _tolerance(diff) / len(diff)

@@ -15,11 +15,13 @@ from typing import Sequence
 
 import numpy as np
 
+from harness.stats.paired import StatisticsError
+
 
 def comparison_seed(seed: int, key: Sequence[object]) -> np.random.SeedSequence:
     """A :class:`~numpy.random.SeedSequence` for one comparison, from ``seed`` and its ``key``."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        raise StatisticsError(f"seed must be a non-negative integer, got {seed!r}")
     blob = json.dumps([str(part) for part in key], ensure_ascii=False).encode("utf-8")
     digest = hashlib.sha256(blob).digest()
     words = np.frombuffer(digest, dtype="<u4").tolist()

@@ -10,7 +10,7 @@ from statsmodels.stats.multitest import multipletests
 
 from harness.errors import ConfigError
 from harness.results import EvaluationResult
-from harness.stats import (MissingQueriesError, StatsOptions, align, bootstrap_ci, compare_suite, compare_systems,
+from harness.stats import (MissingQueriesError, StatisticsError, StatsOptions, align, bootstrap_ci, compare_suite, compare_systems,
                            paired_ttest)
 
 
@@ -70,7 +70,7 @@ def test_missing_zero_scores_absent_queries_as_zero_and_counts_them():
 
 
 def test_unknown_metric_is_named():
-    with pytest.raises(MissingQueriesError, match="'map'.*available: ndcg@10"):
+    with pytest.raises(ConfigError, match="'map'.*available: ndcg@10"):
         align(make_eval(["q"], **{"ndcg@10": [1.0]}), make_eval(["q"], **{"ndcg@10": [1.0]}), metric="map")
 
 
@@ -125,6 +125,16 @@ def test_adding_a_comparison_leaves_the_others_unchanged(test):
     # ...and repeated calls give identical p-values.
     again = compare_systems(full, ["ndcg@10", "recall@100"], options=options)
     assert [c.p_value for c in again.comparisons] == [c.p_value for c in large.comparisons]
+
+
+def test_statistics_errors_name_the_comparison():
+    one = {"base": make_eval(["q1"], m=[0.5]), "sys": make_eval(["q1"], m=[0.7])}
+    with pytest.raises(StatisticsError, match="sys vs base, m: the paired t-test needs at least 2 queries"):
+        compare_systems(one, ["m"])
+    assert compare_systems(one, ["m"], options=StatsOptions(test="randomization")).get("sys", "m").p_value == 1.0
+    two = {"d1": random_systems(n=5, seed=1), "d2": random_systems(n=5, seed=2, qprefix="x")}
+    with pytest.raises(StatisticsError, match=r"a vs base, ndcg@10 on avg \(macro aggregate\)"):
+        compare_suite(two, ["ndcg@10"], aggregates={"avg": ["d1"]}, aggregate_method="macro")
 
 
 def test_options_are_validated():
