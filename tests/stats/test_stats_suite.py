@@ -246,3 +246,23 @@ def test_comparison_table_rows_columns_and_markers():
     assert [(c.group, c.label) for c in grouped.columns] == [
         ("scifact", "nDCG@10"), ("nfcorpus", "nDCG@10"), ("fiqa", "nDCG@10"), ("avg", "nDCG@10")]
     assert metric_label("recall@100") == "R@100" and metric_label("mrr") == "MRR"
+
+
+def test_comparison_table_latex_compiles_with_pdflatex(tmp_path):
+    import shutil
+    import subprocess
+
+    from harness.stats.tables import comparison_table
+    from reports.latex import render_latex
+
+    exe = shutil.which("pdflatex")
+    if exe is None:
+        pytest.fail("pdflatex not found on PATH (the dev set-up installs TeX)")
+    report = compare_suite(suite_results(), ["ndcg@10", "recall@100"],
+                           aggregates={"BEIR avg": ["scifact", "nfcorpus", "fiqa"]}, correction="bh")
+    tex = render_latex(comparison_table(report, caption="Dense_v2 vs BM25 & co (100% real)", label="tab:cmp"))
+    (tmp_path / "doc.tex").write_text("\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
+                                      + tex + "\n\\end{document}\n", encoding="utf-8")
+    proc = subprocess.run([exe, "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and (tmp_path / "doc.pdf").exists(), proc.stdout[-2000:]
