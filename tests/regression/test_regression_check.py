@@ -85,6 +85,13 @@ def test_improved_needs_explicit_acceptance_and_fail_is_never_accepted(store, ca
     assert ["beir/fail", "ndcg@10", "0.6790", "0.6760", "-0.0030", "0.002", "FAIL"] in rows
 
 
+def test_empty_store_passes_but_an_unmatched_filter_is_an_error(tmp_path, capsys):
+    assert main(["check", "--expected-dir", str(tmp_path)]) == 0
+    assert "nothing to check" in capsys.readouterr().out
+    assert main(["check", "--expected-dir", str(tmp_path), "--suite", "beir"]) == 2
+    assert "no expected-score entries matching suite=beir" in capsys.readouterr().err
+
+
 def test_changed_protocol_card_fails(tmp_path):
     make_result(tmp_path / "r" / "s" / "x", card=CARD.with_(exclude_self=True), **{"ndcg@10": 0.679})
     entry = Expectation("s", "x", COMMAND, {"ndcg@10": 0.679}, card_fingerprint=CARD.fingerprint(),
