@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Iterator
 
 import numpy as np
@@ -103,7 +103,6 @@ class Comparison:
     missing_in_system: int = 0
     seed: int | None = None
     resamples: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def significant(self, alpha: float) -> bool:
         """Whether the corrected p-value is below ``alpha``."""
@@ -119,8 +118,6 @@ class Comparison:
 def _json_safe(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
     return value
 
 
