@@ -79,15 +79,13 @@ def format_table(result: EvaluationResult, per_query: bool = False, digits: int 
     lines = ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(r, widths)))
              for r in [header, *rows]]
     opts = result.options
-    lines += [
-        "",
-        f"queries: {opts.get('num_queries', len(result.query_ids))} evaluated"
-        f" ({opts.get('num_judged_queries_missing_from_run', 0)} judged queries missing from the run"
-        f"{' scored 0' if opts.get('complete') else ' ignored'},"
-        f" {opts.get('num_run_queries_without_judgements', 0)} run queries without judgements ignored)",
-        f"options: relevance threshold {opts.get('relevance_threshold', 1)},"
-        f" exclude self {_yes_no(opts.get('exclude_self', False))}"
-        f" ({opts.get('num_self_hits_removed', 0)} removed),"
-        f" complete {_yes_no(opts.get('complete', False))}",
-    ]
+    missing = opts.get("num_judged_queries_missing_from_run", 0)
+    queries = (f"queries: {opts.get('num_queries', len(result.query_ids))} evaluated"
+               f" ({missing} judged queries missing from the run {'scored 0' if opts.get('complete') else 'ignored'},"
+               f" {opts.get('num_run_queries_without_judgements', 0)} run queries without judgements ignored)")
+    options = (f"options: relevance threshold {opts.get('relevance_threshold', 1)},"
+               f" exclude self {_yes_no(opts.get('exclude_self', False))}"
+               f" ({opts.get('num_self_hits_removed', 0)} removed),"
+               f" complete {_yes_no(opts.get('complete', False))}")
+    lines += ["", queries, options]
     return "\n".join(line.rstrip() for line in lines) + "\n"

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from numbers import Integral
-from typing import Sequence
 
 import numpy as np
 

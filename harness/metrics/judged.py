@@ -1,8 +1,9 @@
 """A run joined with its judgements: the shared, columnar input of every metric.
 
 :func:`align` does the one expensive step (matching every retrieved document
-against the qrels) once; each metric module then reduces the resulting flat
-arrays per query with ``np.bincount``, so no metric loops over queries in Python.
+against the qrels, see :mod:`harness.metrics.join`) once; each metric module
+then reduces the resulting flat arrays per query with ``np.bincount``, so no
+metric loops over queries in Python.
 """
 from __future__ import annotations
 
@@ -11,10 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.data import Qrels, Run
+from harness.metrics.join import NEGATIVE_LABEL, NOT_JUDGED, judged_labels
 
-# trec_eval's codes for retrieved documents without a usable judgement (form_res_rels.c).
-NOT_JUDGED = -1       # document absent from the qrels of its query ("not in pool")
-NEGATIVE_LABEL = -2   # judged with a negative label ("in pool but unjudged")
+__all__ = ["NEGATIVE_LABEL", "NOT_JUDGED", "JudgedRun", "align", "position_in_group"]
 
 
 @dataclass(frozen=True)
@@ -75,35 +75,6 @@ def position_in_group(keys: np.ndarray) -> np.ndarray:
     return np.arange(n, dtype=np.int64) - np.repeat(starts, np.diff(np.append(starts, n))) + 1
 
 
-def _lookup_labels(qrels: Qrels, row_qrels_query: np.ndarray, doc_ids: np.ndarray) -> np.ndarray:
-    """trec_eval relevance code of each (query, document) row.
-
-    ``row_qrels_query`` indexes the unique query ids of ``qrels``.  Pairs are
-    matched exactly on both ids through integer keys: documents are coded by their
-    position among the judged document ids, then (query code, document code) keys
-    are binary-searched in the sorted qrels keys.
-    """
-    labels = np.full(len(doc_ids), NOT_JUDGED, dtype=np.int64)
-    if len(doc_ids) == 0 or len(qrels) == 0:
-        return labels
-    judged_docs, qrels_doc_code = np.unique(qrels.doc_ids, return_inverse=True)
-    _, starts, ends = qrels.bounds()
-    qrels_query_code = np.repeat(np.arange(len(starts), dtype=np.int64), ends - starts)
-    qrels_keys = qrels_query_code * len(judged_docs) + qrels_doc_code.reshape(-1)
-    key_order = np.argsort(qrels_keys, kind="stable")
-    qrels_keys = qrels_keys[key_order]
-
-    doc_pos = np.searchsorted(judged_docs, doc_ids)
-    doc_pos = np.minimum(doc_pos, len(judged_docs) - 1)
-    doc_known = judged_docs[doc_pos] == doc_ids
-    row_keys = row_qrels_query * len(judged_docs) + doc_pos
-    hit = np.minimum(np.searchsorted(qrels_keys, row_keys), len(qrels_keys) - 1)
-    matched = doc_known & (qrels_keys[hit] == row_keys)
-    raw = qrels.relevance[key_order[hit[matched]]]
-    labels[matched] = np.where(raw >= 0, raw, NEGATIVE_LABEL)
-    return labels
-
-
 def _ideal_ranking(qrels: Qrels, qrels_rows: np.ndarray, qrels_row_query: np.ndarray):
     """Positive labels per evaluated query, sorted descending, with 1-based ideal ranks."""
     gains = qrels.relevance[qrels_rows]
@@ -145,7 +116,7 @@ def align(qrels: Qrels, run: Run, *, relevance_threshold: int = 1, complete: boo
 
     # Every evaluated query is judged, so its qrels index always exists.
     qrels_index_of_eval = np.searchsorted(judged_queries, query_ids)
-    labels = _lookup_labels(qrels, qrels_index_of_eval[row_query], doc_ids)
+    labels = judged_labels(qrels, qrels_index_of_eval[row_query], doc_ids)
 
     # Qrels rows of the evaluated queries, and each row's evaluated-query index.
     judged_is_evaluated = np.zeros(len(judged_queries), dtype=bool)

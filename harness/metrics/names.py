@@ -10,8 +10,8 @@ mixed case (``nDCG@10``, ``MRR@10``).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 import numpy as np
 
@@ -76,7 +76,8 @@ class Metric:
         kind = _KINDS.get(self.name)
         if kind is None:
             raise ConfigError(f"unknown metric {self.name!r}; known metrics: {KNOWN}")
-        if self.cutoff is not None and (isinstance(self.cutoff, bool) or not isinstance(self.cutoff, (int, np.integer))):
+        cutoff = self.cutoff
+        if cutoff is not None and (isinstance(cutoff, bool) or not isinstance(cutoff, (int, np.integer))):
             raise ConfigError(f"metric {self.name!r}: cutoff must be an integer, got {self.cutoff!r}")
         if kind.cutoff == _CUTOFF_REQUIRED and self.cutoff is None:
             raise ConfigError(f"metric {self.name!r} needs a cutoff, e.g. {self.name}@10")

@@ -48,8 +48,11 @@ def random_case(seed: int, *, n_queries: int = 40, max_docs: int = 30):
                 labels = rng.choice([-2, -1, 0, 0, 1, 1, 2, 3], size=len(docs))
             labels[int(np.argmax(labels))] = max(int(labels.max()), 0)
             qrels_rows += [(qid, d, int(r)) for d, r in zip(docs, labels)]
-    as_arrays = lambda rows: tuple(np.array(col) for col in zip(*rows))  # noqa: E731
-    return as_arrays(qrels_rows), as_arrays(run_rows)
+    return _columns(qrels_rows), _columns(run_rows)
+
+
+def _columns(rows):
+    return tuple(np.array(col) for col in zip(*rows))
 
 
 def to_dicts(qids, docids, values, cast):

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from metrics_testdata import pytrec_reference, random_case, to_dicts, trec_order
+
+from harness.data import Qrels, Run
+from harness.metrics import evaluate, parse_metrics
 
 pytest.importorskip("pytrec_eval")
-
-from metrics_testdata import pytrec_reference, random_case, to_dicts, trec_order  # noqa: E402
-
-from harness.data import Qrels, Run  # noqa: E402
-from harness.metrics import evaluate, parse_metrics  # noqa: E402
 
 METRICS = parse_metrics([
     "ndcg@1", "ndcg@3", "ndcg@10", "ndcg@100", "ndcg",
