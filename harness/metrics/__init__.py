@@ -14,6 +14,10 @@ Ranking
     Each query's documents are ordered by score descending, ties broken by
     document id descending in ``strcmp`` (code point) order, so ``d9`` ranks
     above ``d10`` at equal score.  The rank column of a run file is ignored.
+    Scores are compared as 64-bit floats, as trec_eval 10 does.  (trec_eval 9,
+    which pytrec_eval 0.5 bundles, stored scores as 32-bit floats, so scores
+    that differ only after about 7 significant digits tie there and not here.
+    Runs scored in float32, as faiss and Lucene scores are, rank the same.)
 
 Relevance
     A retrieved document is relevant when its qrels label is >= the relevance

@@ -60,6 +60,13 @@ def test_ties_are_broken_by_document_id_descending():
     assert values == pytest.approx({"mrr": 1 / 2, "p@1": 0.0, "ndcg@2": 1 / log2(3)}, abs=1e-12)
 
 
+def test_scores_are_compared_in_double_precision():
+    # As trec_eval 10 (64-bit scores): no tie, so "a" ranks first despite "b" > "a".
+    run = _run([("q", "a", 0.1000000000001), ("q", "b", 0.1)])
+    values, _ = _values(_qrels([("q", "b", 1)]), run, ["mrr"])
+    assert values == {"mrr": 0.5}
+
+
 # Graded labels: a=1, b=-1 (negative), c=2, d=0, e=3 (not retrieved).
 GRADED_RUN = _run([("q", "a", 0.9), ("q", "b", 0.8), ("q", "c", 0.7), ("q", "d", 0.6)])
 GRADED_QRELS = _qrels([("q", "a", 1), ("q", "b", -1), ("q", "c", 2), ("q", "d", 0), ("q", "e", 3)])
