@@ -91,3 +91,17 @@ def test_stored_results_keep_their_cards(shared_data, tmp_path):
     with pytest.raises(ProtocolMismatchError, match="gallery"):
         assert_comparable(stored.card, full)
     assert isinstance(stored.card, ProtocolCard)
+
+
+def test_compare_cli_refuses_results_of_different_protocols(shared_data, tmp_path, capsys):
+    from harness.cli import main
+
+    run = Run.from_arrays(["1", "3"], ["31715818", "14717500"], [1.0, 1.0])
+    evaluation = EvaluationResult(["1", "3"], {"mrr@10": np.array([1.0, 0.0])})
+    for name, options in (("full", {}), ("sub", {"gallery": "sub200k", "gallery_size": 2000, "seed": 1})):
+        write_result(tmp_path / name, run=run, evaluation=evaluation, card=sub(shared_data, **options).card,
+                     manifest={"model": name})
+    assert main(["compare", "--result", str(tmp_path / "full"), "--result", str(tmp_path / "sub"),
+                 "-m", "mrr@10"]) == 2
+    err = capsys.readouterr().err
+    assert "protocol cards differ" in err and "gallery" in err and "data_hash" in err

@@ -142,3 +142,41 @@ def test_matcher_rejects_unknown_documents():
     matcher = AnswerMatcher(["d1"], ["text"], "en")
     with pytest.raises(KeyError):
         matcher.normalized_passage("nope")
+
+
+# ---------------------------------------------------------------- parity with DPR's rule on English text
+def test_english_containment_agrees_with_dpr_rule(shared_data):
+    """On English passages the result equals DPR's has_answer (token-sequence match after NFD and
+    lowercasing, tokens = runs of letters/digits/marks or single other characters) except where our
+    normalisation is more lenient (articles, punctuation); a DPR hit is always ours too."""
+    regex = pytest.importorskip("regex")
+    import unicodedata
+
+    from suites.base import get_suite
+
+    token = regex.compile(r"[\p{L}\p{N}\p{M}]+|[^\p{Z}\p{C}]")
+
+    def tokens(text):
+        return [m.group().lower() for m in token.finditer(unicodedata.normalize("NFD", text))]
+
+    def dpr_has(passage, answers):
+        pt = tokens(passage)
+        for answer in answers:
+            at = tokens(answer)
+            if at and any(pt[i:i + len(at)] == at for i in range(len(pt) - len(at) + 1)):
+                return True
+        return False
+
+    loaded = get_suite("mkqa").load(shared_data / "xquad-xling-retrieval")
+    corpus = dict(zip(loaded.dataset.corpus.ids, loaded.dataset.corpus.passages()))
+    doc_ids = sorted(corpus)
+    rng = np.random.default_rng(0)
+    judged = loaded.dataset.qrels.to_dict()
+    pairs = []
+    for qid in [q for q in loaded.dataset.queries.ids if q.startswith("en-")]:
+        pairs.append((qid, next(iter(judged[qid]))))
+        pairs += [(qid, doc_ids[i]) for i in rng.integers(0, len(doc_ids), size=4)]
+    ours = [has_answer(corpus[d], loaded.answers[q], "en") for q, d in pairs]
+    dpr = [dpr_has(corpus[d], loaded.answers[q]) for q, d in pairs]
+    assert not any(b and not a for a, b in zip(ours, dpr))
+    assert np.mean(np.array(ours) == np.array(dpr)) > 0.99

@@ -15,6 +15,8 @@ from suites.benchmarks._common import cut_depth, evaluate_loaded
 from suites.benchmarks.dureader import sub_gallery
 from suites.groupings import language_of_query, per_group_average
 
+from dureader_reference import official_dureader
+
 
 def write_beir(folder: Path, docs: dict[str, str], queries: dict[str, str], qrels: list[tuple[str, str, int]],
                split: str = "test", answers: dict[str, list[str]] | None = None) -> Path:
@@ -89,24 +91,6 @@ def test_metrics_come_from_the_card(arguana_like):
 
 
 # ---------------------------------------------------------------- DuReader: official definitions
-def official_dureader(reference: dict[str, set[str]], candidates: dict[str, list[str]]) -> dict[str, float]:
-    """DuReader-Retrieval's evaluation.py semantics: MRR@10 over ranked queries, recall@k = hit rate."""
-    mrr, hit1, hit50 = 0.0, 0, 0
-    for q, ranked in candidates.items():
-        if q not in reference:
-            continue
-        ranked = ranked[:50]
-        for i, d in enumerate(ranked[:10]):
-            if d in reference[q]:
-                mrr += 1 / (i + 1)
-                break
-        first = next((i for i, d in enumerate(ranked) if d in reference[q]), None)
-        if first is not None:
-            hit50 += 1
-            hit1 += first == 0
-    return {"mrr@10": mrr / len(candidates), "success@1": hit1 / len(reference), "success@50": hit50 / len(reference)}
-
-
 def test_dureader_metrics_equal_official_script(shared_data):
     loaded = get_suite("dureader").load(shared_data / "webqa-test-ann-retrieval")
     rng = np.random.default_rng(0)
