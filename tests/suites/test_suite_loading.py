@@ -217,3 +217,51 @@ def test_split_detection(shared_data):
     assert resolve_split(shared_data / "xquad-xling-retrieval", None, "test") == "test"
     with pytest.raises(InputError, match="available: dev"):
         resolve_split(shared_data / "cmrc2018-dev-retrieval", "test", "test")
+
+
+# ---------------------------------------------------------------- DuReader release format
+def write_dureader_release(root):
+    (root / "dev").mkdir(parents=True)
+    rows = [{"question_id": "qa", "question": "北京是哪个国家的首都",
+             "answer_paragraphs": [{"paragraph_id": "p-md5-1", "paragraph_text": "北京是中国的首都。"}]},
+            {"question_id": "qb", "question": "上海在哪里",
+             "answer_paragraphs": [{"paragraph_id": "p-md5-3", "paragraph_text": "上海位于长江口。"},
+                                   {"paragraph_id": "p-md5-4", "paragraph_text": "上海是直辖市。"}]}]
+    (root / "dev" / "dev.json").write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n",
+                                           encoding="utf-8")
+    pc = root / "passage-collection"
+    pc.mkdir()
+    (pc / "part-00").write_text("-\t-\t北京是中国的首都。\t0\n-\t-\t广州在南方。\t0\n", encoding="utf-8")
+    (pc / "part-01").write_text("-\t-\t上海位于长江口。\t0\n-\t-\t上海是直辖市。\t0\n", encoding="utf-8")
+    (pc / "passage2id.map.json").write_text(json.dumps({str(i): f"p-md5-{i + 1}" for i in range(4)}),
+                                            encoding="utf-8")
+
+
+def test_dureader_release_layout(tmp_path):
+    write_dureader_release(tmp_path / "dr")
+    loaded = get_suite("dureader").load(tmp_path / "dr")
+    ds = loaded.dataset
+    assert ds.corpus.ids == ["p-md5-1", "p-md5-2", "p-md5-3", "p-md5-4"]
+    assert ds.corpus.texts[2] == "上海位于长江口。"
+    assert ds.qrels.to_dict() == {"qa": {"p-md5-1": 1}, "qb": {"p-md5-3": 1, "p-md5-4": 1}}
+    assert loaded.card.split == "dev" and loaded.card.dataset == "dureader-retrieval"
+    assert loaded.card.metrics == ("mrr@10", "success@1", "success@50") and loaded.card.complete
+    sub = get_suite("dureader").load(tmp_path / "dr", gallery="sub200k", gallery_size=3, seed=0)
+    assert len(sub.dataset.corpus) == 3 and {"p-md5-1", "p-md5-3", "p-md5-4"} == set(sub.dataset.corpus.ids)
+
+
+def test_dureader_release_errors_name_file_and_line(tmp_path):
+    write_dureader_release(tmp_path / "dr")
+    (tmp_path / "dr" / "passage-collection" / "part-01").write_text("-\t-\tok\t0\nbroken line\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"part-01:2: expected at least 3 tab-separated columns"):
+        get_suite("dureader").load(tmp_path / "dr")
+    with pytest.raises(ConfigError, match="unknown gallery"):
+        get_suite("dureader").load(tmp_path / "dr", gallery="half")
+
+
+def test_stats_of_miracl_release_files_without_corpus(shared_data, capsys):
+    assert main(["data", "stats", "--suite", "miracl", "--dataset-dir", str(shared_data / "miracl"),
+                 "--dataset", "zh", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["counts"]["docs"] is None and report["counts"]["queries"] == 393
+    assert report["card"]["extra"] == {"language": "zh", "source": "release"}
