@@ -250,7 +250,7 @@ def mkqa_files(base_url: str | None, with_corpus: bool) -> list[RemoteFile]:
     files = [RemoteFile(url, "mkqa.jsonl.gz")]
     if with_corpus:  # the English Wikipedia passages of BEIR's NQ (as BGE-M3's MKQA evaluation)
         base = (base_url or BASE_URL).rstrip("/")
-        files.append(RemoteFile(f"{base}/nq.zip", "nq", md5=None if base_url else ZIP_MD5["nq"], unpack="zip",
+        files.append(RemoteFile(f"{base}/nq.zip", "nq", md5=ZIP_MD5["nq"], unpack="zip",
                                 strip_top=True))
     return files
 

@@ -18,7 +18,8 @@ Protocol (BGE-M3 / FlagEmbedding style)
 Inputs
     * the release file ``mkqa.jsonl.gz`` (one example per line: ``example_id``,
       ``query``, ``queries`` {lang: text}, ``answers`` {lang: [{type, text, aliases}]})
-      next to an English ``corpus.jsonl`` (BEIR layout).  Query ids are
+      next to an English ``corpus.jsonl`` (BEIR layout; or BEIR's NQ corpus in ``nq/``,
+      the corpus of BGE-M3's MKQA evaluation).  Query ids are
       ``<lang>-<example_id>``;
     * any BEIR-layout folder with ``answers.jsonl`` rows ``{"_id", "answers",
       "answers_en"?}``: the English answers ``answers_en`` are used when the file has
@@ -132,10 +133,11 @@ class MkqaSuite(BeirLayoutSuite):
 
     def _load_release(self, root: Path, release: Path, language: str | None, options: dict) -> LoadedBenchmark:
         langs = parse_languages(language)
-        corpus_file = find_optional(root, "corpus.jsonl")
+        corpus_file = find_optional(root, "corpus.jsonl") or find_optional(root / "nq", "corpus.jsonl")
         if corpus_file is None:
             raise InputError(root / "corpus.jsonl", "MKQA needs an English passage corpus (BEIR corpus.jsonl) "
-                                                    "next to the release file")
+                                                    "next to the release file, or BEIR's NQ in nq/ "
+                                                    "(harness data download --suite mkqa --with-corpus)")
         corpus = read_corpus(corpus_file)
         examples = read_mkqa(release)
         ids, texts, answers = [], [], {}

@@ -157,3 +157,15 @@ def test_unsafe_archive_member_refused(server, tmp_path):
     with pytest.raises(DownloadError, match="unsafe path"):
         fetch([RemoteFile(f"{url}/evil.zip", ".", unpack="zip")], tmp_path / "c" / "x", cache=tmp_path / "c", key="k")
     assert not (tmp_path / "c" / "escape.txt").exists() and not (tmp_path / "escape.txt").exists()
+
+
+def test_partial_failure_caches_nothing(shared_data, server, tmp_path):
+    """MKQA with corpus: the release file downloads, BEIR's NQ zip fails its published MD5 -> no folder."""
+    www, url = server
+    (www / "mkqa.jsonl.gz").write_bytes((shared_data / "mkqa" / "test_mkqa.jsonl.gz").read_bytes())
+    zip_beir(shared_data / "scifact", www / "nq.zip", "nq")
+    cache = tmp_path / "cache"
+    with pytest.raises(DownloadError, match="nq.zip: MD5 mismatch"):
+        download_dataset("mkqa", cache=cache, base_url=url, with_corpus=True)
+    assert cache_entries(cache) in ([], ["mkqa"])
+    assert not (cache / LEDGER).exists()
