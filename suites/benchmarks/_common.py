@@ -241,10 +241,10 @@ def evaluate_loaded(loaded: LoadedBenchmark, run: Run, *, answer_lang: str | Non
             query_ids = [query_ids[i] for i in keep]
             per_query = {m: v[keep] for m, v in per_query.items()}
         corpus = loaded.dataset.corpus
-        matcher = loaded.meta.get("_matcher")
+        cache_key = f"_answer_matcher:{answer_lang}"     # normalised passages, reused across evaluations
+        matcher = loaded.meta.get(cache_key)
         if matcher is None:
-            matcher = AnswerMatcher(corpus.ids, corpus.passages(), answer_lang)
-            loaded.meta["_matcher"] = matcher
+            matcher = loaded.meta[cache_key] = AnswerMatcher(corpus.ids, corpus.passages(), answer_lang)
         answer_run = run.without_self_hits() if card.exclude_self else run
         _, acc = accuracy_at_k(answer_run, matcher, loaded.answers, sorted(set(acc_ks)), answer_lang, query_ids)
         for k in acc_ks:
