@@ -1,0 +1,248 @@
+"""Running an ablation suite: train (cached) -> evaluate (cached) -> compare -> table.
+
+Results layout under ``results_root``::
+
+    cells/train/<key>/          one training run per training cell (method workdir, resumable)
+    cells/artifacts/            intermediate artifacts methods share between cells (e.g. tDRO weights)
+    cells/eval/<key>/           one result directory per (training cell, benchmark)
+    suites/<suite>/<scale>/     table.md, table.tex, comparisons.json, summary.json
+
+Every directory is written atomically and finished cells are never redone, so a
+killed run resumes where it stopped, and ``--shard i/n`` lets several machines that
+share ``results_root`` split the cells.  The table is produced once every cell of the
+suite has a result.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.ablation.benchmarks import load_benchmark_ref
+from harness.ablation.cells import EvalCell, TrainCell, expand_eval_cells, expand_train_cells, shard_filter
+from harness.ablation.spec import AblationSuite
+from harness.errors import ConfigError
+from harness.io import atomic_write_json, atomic_write_text
+from harness.protocol import assert_comparable
+from harness.store import is_result_dir, load_result
+from suites.base import LoadedBenchmark
+
+log = logging.getLogger("harness.ablation")
+
+
+@dataclass
+class SuiteOutcome:
+    suite: str
+    scale: str
+    report_dir: Path
+    complete: bool
+    markdown: str | None = None
+    latex: str | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    pending: list[str] = field(default_factory=list)
+
+
+class SuiteRun:
+    """One suite at one scale over one results root; cells can be run one by one (pytest items)."""
+
+    def __init__(self, suite: AblationSuite, scale: str, results_root: str | Path = "results",
+                 cache_dir: str | Path | None = None, progress: bool = True, load_data: bool = True):
+        self.suite = suite
+        self.scale = scale
+        self.config = suite.scale(scale)
+        self.root = Path(results_root)
+        self.cache_dir = Path(cache_dir) if cache_dir else None
+        self.progress = progress
+        self.train_cells: list[TrainCell] = expand_train_cells(suite, scale, load_data=load_data)
+        self._benchmarks: dict[str, LoadedBenchmark] = {}
+        self._eval_cells: list[EvalCell] | None = None
+
+    # ------------------------------------------------------------------ paths and state
+    @property
+    def report_dir(self) -> Path:
+        return self.root / "suites" / self.suite.name / self.scale
+
+    def train_dir(self, cell: TrainCell) -> Path:
+        return self.root / "cells" / "train" / cell.key
+
+    def eval_dir(self, cell: EvalCell) -> Path:
+        return self.root / "cells" / "eval" / cell.key
+
+    def benchmark(self, bid: str) -> LoadedBenchmark:
+        if bid not in self._benchmarks:
+            ref = next(b for b in self.config.benchmarks if b.id == bid)
+            self._benchmarks[bid] = load_benchmark_ref(ref, self.suite.metrics)
+        return self._benchmarks[bid]
+
+    @property
+    def eval_cells(self) -> list[EvalCell]:
+        if self._eval_cells is None:
+            cards = {b.id: self.benchmark(b.id).card.fingerprint() for b in self.config.benchmarks}
+            self._eval_cells = expand_eval_cells(self.train_cells, self.config.benchmarks, cards)
+        return self._eval_cells
+
+    def is_trained(self, cell: TrainCell) -> bool:
+        return not cell.trains or (self.train_dir(cell) / "done.json").exists()
+
+    def is_evaluated(self, cell: EvalCell) -> bool:
+        return is_result_dir(self.eval_dir(cell))
+
+    # ------------------------------------------------------------------ work
+    def train(self, cell: TrainCell):
+        """Train one cell (or load its finished checkpoint); None for untrained variants."""
+        if not cell.trains:
+            return None
+        from methods.base import Checkpoint, get_method
+
+        workdir = self.train_dir(cell)
+        if (workdir / "done.json").exists():
+            return Checkpoint.load(workdir)
+        if self.config.dry_run_only:
+            raise ConfigError(f"scale {self.scale!r} of suite {self.suite.name!r} is a GPU configuration: "
+                              "use --dry-run here, or run it on GPUs with accelerate launch")
+        from harness.data.collections import load_training_data
+
+        method = get_method(cell.method)
+        method.artifacts_dir = self.root / "cells" / "artifacts"
+        spec = cell.spec.replace(progress=self.progress)
+        log.info("training %s (%s, %s steps) in %s", cell.variant.id, cell.method, spec.steps, workdir)
+        start = time.perf_counter()
+        ckpt = method.train(spec, load_training_data(cell.data_entries), workdir)
+        log.info("trained %s in %.1fs", cell.variant.id, time.perf_counter() - start)
+        return ckpt
+
+    def evaluate(self, cell: EvalCell, ckpt=None) -> Path:
+        """Evaluate one (training cell, benchmark) pair unless its result exists."""
+        from harness.pipeline import ModelSpec, evaluate_model
+
+        out = self.eval_dir(cell)
+        if self.is_evaluated(cell):
+            return out
+        tc = cell.train
+        if tc.trains:
+            from methods.base import get_method
+
+            ckpt = ckpt or self.train(tc)
+            spec = ModelSpec(tc.variant.id, encoder=get_method(tc.method).encoder(ckpt))
+        else:
+            spec = ModelSpec(tc.model)
+        loaded = self.benchmark(cell.benchmark.id)
+        log.info("evaluating %s on %s", tc.variant.id, cell.benchmark.id)
+        evaluate_model(spec, loaded, out, cache_dir=self.cache_dir, suite_name=cell.benchmark.suite,
+                       extra_manifest={"cell": {"suite": self.suite.name, "scale": self.scale,
+                                                "variant": tc.variant.id, "train_key": tc.key,
+                                                "benchmark": cell.benchmark.id, "train_config": tc.config}})
+        return out
+
+    def run_cell(self, cell: TrainCell) -> None:
+        """Train one cell and evaluate it on every benchmark."""
+        ckpt = self.train(cell)
+        for ec in self.eval_cells:
+            if ec.train.key == cell.key:
+                self.evaluate(ec, ckpt)
+
+    # ------------------------------------------------------------------ report
+    def pending(self) -> list[str]:
+        return [f"{c.train.variant.id} x {c.benchmark.id}" for c in self.eval_cells if not self.is_evaluated(c)]
+
+    def report(self) -> SuiteOutcome:
+        """Compare every variant with the baseline and write the tables (all cells must be done)."""
+        pending = self.pending()
+        if pending:
+            return SuiteOutcome(self.suite.name, self.scale, self.report_dir, False, pending=pending)
+        from reports.latex import render_latex
+        from reports.markdown import render_markdown
+
+        report, results = self._compare()
+        table = self._table(report)
+        markdown, latex = render_markdown(table), render_latex(table)
+        summary = self._summary(report, results)
+        atomic_write_text(self.report_dir / "table.md", markdown)
+        atomic_write_text(self.report_dir / "table.tex", latex)
+        atomic_write_json(self.report_dir / "comparisons.json", report.to_dict())
+        atomic_write_json(self.report_dir / "summary.json", summary)
+        return SuiteOutcome(self.suite.name, self.scale, self.report_dir, True, markdown, latex, summary)
+
+    def _compare(self):
+        from harness.stats import StatsOptions, compare_suite
+
+        stats = dict(self.suite.stats)
+        labels = {v.id: v.label for v in self.suite.variants}
+        results: dict[str, dict[str, Any]] = {}
+        for b in self.config.benchmarks:
+            per_variant = {}
+            reference = None
+            for ec in self.eval_cells:
+                if ec.benchmark.id != b.id:
+                    continue
+                stored = load_result(self.eval_dir(ec))
+                if reference is None:
+                    reference = stored
+                else:
+                    assert_comparable(reference.card, stored.card, what=f"results on {b.label}")
+                per_variant[labels[ec.train.variant.id]] = stored
+            results[b.label] = per_variant
+        options = StatsOptions(test=stats.get("test", "randomization"), seed=int(stats.get("seed", 0)),
+                               **({"resamples": int(stats["resamples"])} if "resamples" in stats else {}),
+                               **({"missing": stats["missing"]} if "missing" in stats else {}))
+        bench_labels = {b.id: b.label for b in self.config.benchmarks}
+        aggregates = {name: [bench_labels[m] for m in members] for name, members in self.config.aggregates.items()}
+        report = compare_suite(results, self.suite.metrics, baseline=labels[self.suite.baseline],
+                               aggregates=aggregates or None, aggregate_method=stats.get("aggregate", "pooled"),
+                               options=options, correction=stats.get("correction", "holm"),
+                               alpha=float(stats.get("alpha", 0.05)))
+        return report, results
+
+    def _table(self, report):
+        from harness.stats.tables import comparison_table
+
+        caption = f"Ablation suite '{self.suite.name}' (scale {self.scale}): variants vs baseline " \
+                  f"'{self.suite.variant(self.suite.baseline).label}'; deltas in parentheses."
+        return comparison_table(report, caption=caption, label=f"tab:{self.suite.name}-{self.scale}")
+
+    def _summary(self, report, results) -> dict[str, Any]:
+        scores = {bench: {variant: stored.metrics for variant, stored in per_variant.items()}
+                  for bench, per_variant in results.items()}
+        cells = [{"variant": c.variant.id, "method": c.method, "key": c.key,
+                  "dir": str(self.train_dir(c)) if c.trains else None} for c in self.train_cells]
+        return {"suite": self.suite.name, "version": self.suite.version, "scale": self.scale,
+                "baseline": self.suite.baseline, "metrics": self.suite.metrics, "scores": scores,
+                "cells": cells, "correction": report.correction, "test": report.options.test,
+                "cards": {bench: next(iter(pv.values())).card.to_dict() for bench, pv in results.items()}}
+
+
+def run_suite(suite: AblationSuite, scale: str = "tiny", results_root: str | Path = "results", *,
+              shard: tuple[int, int] = (1, 1), only: list[str] | None = None,
+              cache_dir: str | Path | None = None, progress: bool = True) -> SuiteOutcome:
+    """Run (or resume) every cell of this shard, then write the table if the suite is complete."""
+    runner = SuiteRun(suite, scale, results_root, cache_dir, progress)
+    cells = shard_filter(runner.train_cells, shard)
+    if only:
+        unknown = sorted(set(only) - {c.variant.id for c in runner.train_cells})
+        if unknown:
+            raise ConfigError(f"--only names unknown variant(s): {', '.join(unknown)}")
+        cells = [c for c in cells if c.variant.id in only]
+    done_keys: set[str] = set()
+    total = len(cells)
+    for i, cell in enumerate(cells, start=1):
+        if cell.key in done_keys:
+            continue
+        state = "cached" if runner.is_trained(cell) and all(
+            runner.is_evaluated(ec) for ec in runner.eval_cells if ec.train.key == cell.key) else "running"
+        log.info("[%d/%d] %s: %s", i, total, cell.variant.id, state)
+        runner.run_cell(cell)
+        done_keys.add(cell.key)
+    outcome = runner.report()
+    if outcome.complete:
+        _write_json_lock(runner)
+    return outcome
+
+
+def _write_json_lock(runner: SuiteRun) -> None:
+    """Record the resolved suite (cells and their configs) next to the table, for provenance."""
+    payload = {"suite": runner.suite.raw, "scale": runner.scale,
+               "cells": {c.variant.id: {"key": c.key, "config": c.config} for c in runner.train_cells}}
+    atomic_write_text(runner.report_dir / "suite.resolved.json", json.dumps(payload, indent=2, default=str) + "\n")

@@ -1,0 +1,103 @@
+"""``harness run SUITE``: run (or resume) an ablation suite and print its table."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from harness.errors import ConfigError
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shard expects i/n (e.g. 1/4), got {text!r}") from None
+    return i, n
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run an ablation suite (train, evaluate, compare, table); resumes after interruption",
+        description="Expand SUITE at --scale into cells keyed by a content hash of their full config, train "
+                    "and evaluate each (cached: finished cells are never redone), then compare every variant "
+                    "with the baseline (paired tests, corrected) and print the table.",
+    )
+    p.add_argument("suite", nargs="?", help="suite name (suites/ablations/<name>.yaml) or path to a suite file")
+    p.add_argument("--scale", default="tiny", help="tiny (synthetic, seconds), small (real data, minutes), "
+                   "paper (the papers' GPU configurations; use --dry-run here)")
+    p.add_argument("--results-root", type=Path, default=Path("results"), help="shared results directory")
+    p.add_argument("--cache-dir", type=Path, default=None, help="embedding/index cache")
+    p.add_argument("--shard", type=_shard, default=(1, 1), help="run only shard i of n (machines share the results root)")
+    p.add_argument("--only", action="append", default=None, help="run only this variant (repeatable)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan (cells, status, compute estimate); load no weights")
+    p.add_argument("--format", choices=("markdown", "latex", "json"), default="markdown")
+    p.add_argument("--list", action="store_true", help="list the suites shipped with the project")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.ablation import list_suite_files, load_suite, run_suite
+
+    if args.list or not args.suite:
+        for name, path in list_suite_files().items():
+            suite = load_suite(path)
+            print(f"{name:<14} scales: {', '.join(suite.scales):<20} {suite.description.splitlines()[0] if suite.description else ''}")
+        return 0
+    suite = load_suite(args.suite)
+    if args.dry_run:
+        return _dry_run(suite, args)
+    outcome = run_suite(suite, args.scale, args.results_root, shard=args.shard, only=args.only,
+                        cache_dir=args.cache_dir, progress=not args.no_progress)
+    if not outcome.complete:
+        print(f"suite {suite.name} ({args.scale}): {len(outcome.pending)} cell(s) still pending "
+              f"(other shards or --only): {', '.join(outcome.pending[:6])}", file=sys.stderr)
+        return 0
+    if args.format == "json":
+        print(json.dumps(outcome.summary, indent=2, ensure_ascii=False))
+    else:
+        print(outcome.markdown if args.format == "markdown" else outcome.latex)
+    print(f"tables and summary in {outcome.report_dir}", file=sys.stderr)
+    return 0
+
+
+def _dry_run(suite, args) -> int:
+    from harness.ablation.runner import SuiteRun
+    runner = SuiteRun(suite, args.scale, args.results_root, args.cache_dir, load_data=False)
+    cfg = runner.config
+    print(f"suite {suite.name} v{suite.version} at scale {args.scale}: {len(runner.train_cells)} training cells x "
+          f"{len(cfg.benchmarks)} benchmarks; baseline {suite.baseline}; metrics {', '.join(suite.metrics)}")
+    print(f"training data: {', '.join(map(str, cfg.data))}")
+    total_hours = 0.0
+    for cell in runner.train_cells:
+        status = "done" if runner.is_trained(cell) else "pending"
+        line = f"  {cell.variant.id:<24} method={cell.method:<10} key={cell.key} [{status}]"
+        if cell.trains:
+            s = cell.spec
+            line += f" model={s.model} steps={s.steps} batch={s.batch_size} lr={s.lr} lengths={s.query_max_length}/{s.doc_max_length}"
+            estimate = _estimate(s)
+            if estimate is not None:
+                total_hours += estimate
+                line += f" ~{estimate:.1f} GPU-h"
+        print(line)
+    for b in cfg.benchmarks:
+        print(f"  benchmark {b.id:<20} suite={b.suite:<10} {b.dataset_dir}")
+    if total_hours:
+        print(f"estimated training compute: {total_hours:.1f} GPU-hours (H100-class, 40% MFU; see harness/train/plan.py)")
+    return 0
+
+
+def _estimate(spec) -> float | None:
+    from harness.train.plan import compute_estimate, estimate_parameters, read_model_config
+
+    try:
+        cfg = read_model_config(spec.model)
+    except (ConfigError, OSError):
+        return None
+    params = estimate_parameters(cfg) if cfg else None
+    if not params:
+        return None
+    return float(compute_estimate(spec, params["non_embedding"])["gpu_hours"])
