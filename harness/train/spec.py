@@ -1,0 +1,223 @@
+"""``TrainSpec``: every option that changes what a training run produces.
+
+A spec is plain data: it is built from dicts (YAML presets, suite files, CLI
+overrides), validated here, hashed for caches, and saved next to the checkpoints so
+that a resumed run can refuse a changed configuration.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from harness.errors import ConfigError
+
+SIMILARITIES = ("cos", "dot")
+SCHEDULES = ("cosine", "linear", "constant")
+SAMPLINGS = ("homogeneous", "mixed")
+PRECISIONS = ("fp32", "bf16", "fp16")
+FILL_NEGATIVES = ("random", "mask")
+DEFAULT_INSTRUCTION_TEMPLATE = "Instruct: {prompt}\nQuery: {text}"
+
+
+@dataclass
+class LoraSpec:
+    """LoRA adapters through ``peft`` (rank, scaling alpha, dropout, target module names)."""
+
+    r: int = 8
+    alpha: int = 32
+    dropout: float = 0.1
+    target_modules: list[str] | str | None = None   # None: peft's default for the architecture
+    merge_on_save: bool = False                      # final export: merged full model instead of an adapter folder
+
+
+@dataclass
+class TrainSpec:
+    """A training run, end to end.  Field groups:
+
+    Model and encoding
+        ``model``: name/alias/path of the backbone; ``pooling`` (cls/mean/last) and
+        ``normalize`` default to the model's own defaults when None; ``append_eos``
+        (None: True for last-token pooling); ``query_max_length``/``doc_max_length``.
+    Prompts
+        ``use_instructions``: prefix queries with the source's instruction in
+        ``instruction_template``; ``symmetric_doc_prompt``: documents of symmetric
+        sources get the same prefix (the tDRO code, METHODS.md 0.2).
+    Loss
+        InfoNCE with ``similarity`` (cos/dot) / ``temperature``, ``n_hard_negatives``
+        per query, ``in_batch_negatives``, ``cross_batch_negatives`` (gathered across
+        ranks); ``fill_negatives`` says what to do when a row has fewer hard negatives
+        than needed and none at all: draw random positives of other rows of the same
+        source ("random") or mask the slot out of the softmax ("mask").
+    Batching
+        ``batch_size`` queries per optimizer step over all ranks,
+        ``grad_accum`` micro-batches per step; ``sampling`` = "homogeneous" (one
+        source per global micro-batch) or "mixed" (per-example); ``dataset_weights``
+        (None: the method decides, uniform for the baseline).
+    Optimisation
+        AdamW ``lr``, ``weight_decay``, ``adam_betas``, ``adam_eps``, ``max_grad_norm``
+        (0 = no clipping); ``schedule`` with ``warmup_steps`` and ``min_lr_ratio``.
+    Memory and precision
+        ``precision`` (fp32/bf16/fp16 autocast; the low precisions need a GPU),
+        ``gradient_checkpointing``, ``gradcache_chunk_size`` (None = no gradient cache),
+        ``lora`` (None = full fine-tuning).
+    Bookkeeping
+        ``steps``, ``seed``, ``save_every`` (0 = only at the end), ``keep_checkpoints``,
+        ``log_every``, ``tensorboard``, ``progress``; ``method_options`` for the method.
+    """
+
+    model: str = "minilm"
+    pooling: str | None = None
+    normalize: bool | None = None
+    append_eos: bool | None = None
+    query_max_length: int = 128
+    doc_max_length: int = 512
+
+    use_instructions: bool = True
+    instruction_template: str = DEFAULT_INSTRUCTION_TEMPLATE
+    symmetric_doc_prompt: bool = True
+
+    similarity: str = "cos"
+    temperature: float = 0.002
+    n_hard_negatives: int = 1
+    in_batch_negatives: bool = True
+    cross_batch_negatives: bool = True
+    fill_negatives: str = "random"
+
+    batch_size: int = 2048
+    grad_accum: int = 1
+    sampling: str = "homogeneous"
+    dataset_weights: dict[str, float] | None = None
+
+    steps: int = 1000
+    lr: float = 1e-4
+    schedule: str = "cosine"
+    warmup_steps: int = 100
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.1
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-8
+    max_grad_norm: float = 1.0
+
+    precision: str = "bf16"
+    gradient_checkpointing: bool = True
+    gradcache_chunk_size: int | None = None
+    lora: LoraSpec | None = None
+
+    seed: int = 42
+    save_every: int = 0
+    keep_checkpoints: int = 2
+    log_every: int = 1
+    tensorboard: bool = False
+    progress: bool = True
+    method_options: dict[str, Any] = field(default_factory=dict)
+
+    # Fields that do not change the trained weights (excluded from the hash).
+    NON_RESULT_FIELDS = ("save_every", "keep_checkpoints", "log_every", "tensorboard", "progress")
+
+    def __post_init__(self) -> None:
+        if isinstance(self.lora, Mapping):
+            self.lora = LoraSpec(**_known(LoraSpec, dict(self.lora), "lora"))
+        if isinstance(self.adam_betas, list):
+            self.adam_betas = tuple(self.adam_betas)
+        self.validate()
+
+    def validate(self) -> None:
+        def need(cond: bool, msg: str) -> None:
+            if not cond:
+                raise ConfigError(f"train spec: {msg}")
+
+        need(self.similarity in SIMILARITIES, f"similarity must be one of {SIMILARITIES}, got {self.similarity!r}")
+        need(self.schedule in SCHEDULES, f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        need(self.sampling in SAMPLINGS, f"sampling must be one of {SAMPLINGS}, got {self.sampling!r}")
+        need(self.precision in PRECISIONS, f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        need(self.fill_negatives in FILL_NEGATIVES, f"fill_negatives must be one of {FILL_NEGATIVES}")
+        need(self.pooling in (None, "cls", "mean", "last"), f"pooling must be cls, mean or last, got {self.pooling!r}")
+        need(self.temperature > 0, "temperature must be > 0")
+        need(self.n_hard_negatives >= 0, "n_hard_negatives must be >= 0")
+        need(self.batch_size >= 1 and self.grad_accum >= 1, "batch_size and grad_accum must be >= 1")
+        need(self.batch_size % self.grad_accum == 0,
+             f"batch_size {self.batch_size} is not divisible by grad_accum {self.grad_accum}")
+        need(self.steps >= 1, "steps must be >= 1")
+        need(0 <= self.warmup_steps <= self.steps, "warmup_steps must be in [0, steps]")
+        need(0.0 <= self.min_lr_ratio <= 1.0, "min_lr_ratio must be in [0, 1]")
+        need(self.lr > 0, "lr must be > 0")
+        need(self.query_max_length >= 2 and self.doc_max_length >= 2, "max lengths must be >= 2")
+        need(self.gradcache_chunk_size is None or self.gradcache_chunk_size >= 1, "gradcache_chunk_size must be >= 1")
+        need(self.save_every >= 0 and self.keep_checkpoints >= 1, "save_every >= 0 and keep_checkpoints >= 1")
+        need("{text}" in self.instruction_template, "instruction_template must contain {text}")
+        if self.dataset_weights is not None:
+            need(all(w >= 0 for w in self.dataset_weights.values()), "dataset_weights must be >= 0")
+            need(sum(self.dataset_weights.values()) > 0, "dataset_weights must not all be 0")
+
+    def micro_batch_size(self, world_size: int = 1) -> int:
+        """Queries per rank per micro-batch."""
+        global_micro = self.batch_size // self.grad_accum
+        if global_micro % world_size:
+            raise ConfigError(f"train spec: batch_size/grad_accum = {global_micro} is not divisible by "
+                              f"{world_size} processes")
+        return global_micro // world_size
+
+    # ---------------------------------------------------------------- (de)serialisation
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["adam_betas"] = list(self.adam_betas)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TrainSpec":
+        return cls(**_known(cls, dict(data), "train spec"))
+
+    def replace(self, **changes: Any) -> "TrainSpec":
+        """A copy with ``changes`` applied (nested ``lora`` dicts merge into the current one)."""
+        data = self.to_dict()
+        for key, value in changes.items():
+            if key == "lora" and isinstance(value, Mapping) and data.get("lora"):
+                data["lora"] = {**data["lora"], **value}
+            elif key == "method_options" and isinstance(value, Mapping):
+                data["method_options"] = {**data["method_options"], **value}
+            else:
+                data[key] = value
+        return TrainSpec.from_dict(data)
+
+    def result_dict(self) -> dict[str, Any]:
+        out = self.to_dict()
+        for key in self.NON_RESULT_FIELDS:
+            out.pop(key, None)
+        return out
+
+    def fingerprint(self) -> str:
+        """Hash of every field that changes the trained weights."""
+        text = json.dumps(self.result_dict(), sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _known(cls, data: dict[str, Any], what: str) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(f"{what}: unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+    return data
+
+
+def load_spec_file(path: str | Path) -> dict[str, Any]:
+    """Read a YAML or JSON file of spec overrides (a mapping of TrainSpec fields)."""
+    import yaml
+
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: spec file does not exist")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{line}: malformed YAML ({getattr(exc, 'problem', exc)})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a spec file must be a mapping of options, got {type(data).__name__}")
+    return data
