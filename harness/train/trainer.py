@@ -1,0 +1,267 @@
+"""The shared training loop on ``accelerate`` (one CPU process, one GPU, or many via
+``accelerate launch`` / ``torchrun``), with the method hooks of METHODS.md section 7.
+
+Per optimizer step: ``grad_accum`` micro-batches, each drawn by the weighted sampler
+(the same draw on every rank; each rank takes its slice), prompted and tokenized,
+encoded (optionally through the gradient cache), scored with InfoNCE per sample
+(hard + in-batch + cross-batch negatives), handed to the method hooks, and
+backpropagated; then gradient clipping, AdamW and the LR schedule.
+
+``workdir`` layout: ``run.json`` (spec, method, data; a resumed run must match),
+``train_log.jsonl``, ``checkpoints/step-*/`` (resumable), ``final/`` (the trained model
+folder for :class:`~harness.encoders.hf.HFEncoder`), ``method/`` (method outputs),
+``done.json`` (written last: the run is finished).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from harness.errors import ConfigError
+from harness.io import atomic_dir, atomic_write_json
+from harness.train import distributed as D
+from harness.train.batching import build_batch, tokenize_batch
+from harness.train.checkpoint import (MODEL_DIR, latest_checkpoint, load_checkpoint, rng_state, save_checkpoint,
+                                      set_rng_state)
+from harness.train.context import TrainContext
+from harness.train.logs import TrainLogger
+from harness.train.model import build_model, encoder_settings, load_weights, save_model
+from harness.train.samplers import WeightedSampler
+from harness.train.schedule import make_scheduler
+from harness.train.spec import TrainSpec
+from harness.train.step import run_micro_batch
+
+log = logging.getLogger(__name__)
+RUN_FILE = "run.json"
+FINAL_DIR = "final"
+METHOD_DIR = "method"
+_MIXED = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
+
+
+def make_accelerator(precision: str = "fp32"):
+    """An ``accelerate.Accelerator`` for training: CUDA when present (else CPU, fp32), gloo/nccl set up
+    from the launcher's environment; DDP may skip parameters the loss never uses (e.g. BERT's pooler)."""
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedDataParallelKwargs
+
+    cuda = torch.cuda.is_available()
+    if precision != "fp32" and not cuda:
+        log.warning("precision %s needs a GPU; training in fp32 on CPU", precision)
+        precision = "fp32"
+    ddp = DistributedDataParallelKwargs(find_unused_parameters=True)
+    return Accelerator(cpu=not cuda, mixed_precision=_MIXED[precision], kwargs_handlers=[ddp])
+
+
+class Trainer:
+    """Train ``method`` under ``spec`` on ``data`` in ``workdir`` (resuming if possible)."""
+
+    def __init__(self, spec: TrainSpec, data, workdir: str | Path, method, accelerator=None):
+        self.spec, self.data, self.method = spec, data, method
+        self.workdir = Path(workdir)
+        self.accelerator = accelerator
+        self.step_losses: list[float] = []     # this process's view of the logged losses (for tests)
+
+    # ------------------------------------------------------------------ set-up
+    def run_record(self) -> dict[str, Any]:
+        return {"method": self.method.name, "spec_fingerprint": self.spec.fingerprint(),
+                "data_fingerprint": self.data.fingerprint(), "spec": self.spec.result_dict(),
+                "data": self.data.describe()}
+
+    def _check_workdir(self) -> None:
+        record = self.run_record()
+        path = self.workdir / RUN_FILE
+        if path.exists():
+            old = json.loads(path.read_text(encoding="utf-8"))
+            for key in ("method", "spec_fingerprint", "data_fingerprint"):
+                if old.get(key) != record[key]:
+                    diff = _spec_diff(old.get("spec", {}), record["spec"]) if key == "spec_fingerprint" else ""
+                    raise ConfigError(f"{self.workdir} holds a run with a different {key.split('_')[0]} "
+                                      f"({old.get(key)} vs {record[key]}){diff}; use another output folder")
+        elif D.rank() == 0:
+            atomic_write_json(path, record)
+
+    def _make_accelerator(self):
+        return self.accelerator if self.accelerator is not None else make_accelerator(self.spec.precision)
+
+    def _optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
+        decay, no_decay = [], []
+        for name, p in model.named_parameters():
+            if p.requires_grad:
+                (no_decay if p.ndim < 2 or name.endswith(".bias") else decay).append(p)
+        groups = [{"params": decay, "weight_decay": self.spec.weight_decay},
+                  {"params": no_decay, "weight_decay": 0.0}]
+        kwargs = {"fused": True} if next(model.parameters()).is_cuda else {}
+        return torch.optim.AdamW(groups, lr=self.spec.lr, betas=self.spec.adam_betas, eps=self.spec.adam_eps,
+                                 **kwargs)
+
+    # ------------------------------------------------------------------ main loop
+    def run(self):
+        from methods.base import DONE_FILE, Checkpoint
+
+        spec = self.spec
+        if (self.workdir / DONE_FILE).exists():
+            self._check_workdir()
+            return Checkpoint.load(self.workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        acc = self._make_accelerator()
+        from accelerate.utils import set_seed
+
+        self._check_workdir()
+        world, rank = acc.num_processes, acc.process_index
+        spec.micro_batch_size(world)  # validates divisibility
+        set_seed(spec.seed)
+        model, tokenizer, enc = build_model(spec)
+        model.to(acc.device)
+        optimizer = self._optimizer(model)
+        scheduler = make_scheduler(optimizer, spec.steps, spec.warmup_steps, spec.schedule, spec.min_lr_ratio)
+        sampler = WeightedSampler(self.data.sizes, self.method.dataset_weights(spec, self.data),
+                                  spec.batch_size // spec.grad_accum, spec.seed, spec.sampling)
+        mixed = acc.mixed_precision != "no"
+        ctx = TrainContext(spec=spec, data=self.data, model=model, tokenizer=tokenizer, device=acc.device,
+                           options=self.method.resolve_options(dict(spec.method_options)), sampler=sampler,
+                           rank=rank, world_size=world, autocast=acc.autocast if mixed else None)
+        self.method.configure(ctx)
+        wrapped, optimizer = acc.prepare(model, optimizer)
+
+        start = 0
+        ckpt = latest_checkpoint(self.workdir)
+        if ckpt is not None:
+            start = self._resume(ckpt, model, optimizer, scheduler, sampler, ctx, acc)
+        logger = TrainLogger(self.workdir, enabled=acc.is_main_process, resume_step=start, total_steps=spec.steps,
+                             tensorboard=spec.tensorboard, progress=spec.progress)
+        loss_scale = acc.scaler.scale if getattr(acc, "scaler", None) is not None else None
+
+        def sync(last: bool):
+            return contextlib.nullcontext() if last or world == 1 else acc.no_sync(wrapped)
+
+        def step_weights():
+            for name, wo in ctx.weight_optimizers.items():
+                wo.step(spec.grad_accum)
+                self.method.on_weight_step(name, ctx)
+
+        started = time.time()
+        last_saved = start
+        try:
+            for step in range(start, spec.steps):
+                t0 = time.time()
+                ctx.step = step
+                loss_sum, sample_sum = 0.0, 0.0
+                counts = np.zeros(len(self.data), dtype=np.int64)
+                for micro in range(spec.grad_accum):
+                    ctx.micro_step = micro
+                    examples = sampler.next_batch()
+                    batch = build_batch(examples, self.data, spec, step * spec.grad_accum + micro, rank, world)
+                    ctx.batch = tokenize_batch(batch, tokenizer, spec, enc["append_eos"])
+                    res = run_micro_batch(wrapped, ctx, self.method, backward=acc.backward, sync=sync,
+                                          step_weights=step_weights, gradcache_chunk=spec.gradcache_chunk_size,
+                                          loss_scale=loss_scale)
+                    loss_sum += res.loss
+                    sample_sum += res.mean_sample_loss
+                    counts += np.bincount(batch.global_group_ids, minlength=len(self.data))
+                grad_norm = None
+                if spec.max_grad_norm > 0:
+                    grad_norm = float(acc.clip_grad_norm_(wrapped.parameters(), spec.max_grad_norm))
+                lr = scheduler.get_last_lr()[0]
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                ctx.step = step + 1
+                ctx.batch = None
+                self.method.on_step_end(ctx)
+                means = D.all_reduce_sum(torch.tensor([loss_sum, sample_sum], dtype=torch.float64)) / (
+                    world * spec.grad_accum)
+                seconds = time.time() - t0
+                record = {"step": step + 1, "loss": float(means[0]), "infonce": float(means[1]), "lr": lr,
+                          "grad_norm": grad_norm, "examples_per_s": spec.batch_size / max(seconds, 1e-9),
+                          "seconds": seconds, "counts": {n: int(c) for n, c in zip(self.data.names, counts) if c},
+                          "method": self.method.scalars()}
+                self.step_losses.append(record["loss"])
+                logger.write(record, persist=(step + 1) % spec.log_every == 0 or step + 1 == spec.steps)
+                if spec.save_every and (step + 1) % spec.save_every == 0 and step + 1 < spec.steps:
+                    self._save(step + 1, model, tokenizer, enc, optimizer, scheduler, sampler, ctx, acc)
+                    last_saved = step + 1
+        finally:
+            logger.close()
+        if last_saved != spec.steps:
+            self._save(spec.steps, model, tokenizer, enc, optimizer, scheduler, sampler, ctx, acc)
+        return self._finish(model, tokenizer, enc, ctx, acc, time.time() - started)
+
+    # ------------------------------------------------------------------ checkpoints
+    def _training_info(self, step: int, enc: dict[str, Any]) -> dict[str, Any]:
+        return {"method": self.method.name, "step": step, "encoding": {k: v for k, v in enc.items() if k != "path"},
+                "base_model": enc["path"], "similarity": self.spec.similarity,
+                "instruction_template": self.spec.instruction_template if self.spec.use_instructions else "",
+                "spec": self.spec.result_dict(), "spec_fingerprint": self.spec.fingerprint(),
+                "data": [{"name": d["name"], "rows": d["rows"]} for d in self.data.describe()],
+                "data_fingerprint": self.data.fingerprint()}
+
+    def _save(self, step, model, tokenizer, enc, optimizer, scheduler, sampler, ctx, acc) -> None:
+        settings = encoder_settings(self.spec, enc)
+
+        def write_model(directory: Path) -> None:
+            save_model(model, tokenizer, directory, settings, self._training_info(step, enc))
+
+        def trainer_state() -> dict[str, Any]:
+            state = {"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                     "sampler": sampler.state_dict(), "spec_fingerprint": self.spec.fingerprint()}
+            if getattr(acc, "scaler", None) is not None:
+                state["scaler"] = acc.scaler.state_dict()
+            return state
+
+        rank_state = {"rng": rng_state(acc.device), "method": self.method.state_dict(),
+                      "weight_optimizers": {n: wo.state_dict() for n, wo in ctx.weight_optimizers.items()}}
+        save_checkpoint(self.workdir, step, write_model=write_model, trainer_state=trainer_state,
+                        rank_state=rank_state, keep=self.spec.keep_checkpoints)
+
+    def _resume(self, path: Path, model, optimizer, scheduler, sampler, ctx, acc) -> int:
+        trainer_state, rank_state = load_checkpoint(path)
+        if trainer_state["spec_fingerprint"] != self.spec.fingerprint():
+            raise ConfigError(f"{path}: checkpoint was written under another spec")
+        load_weights(model, path / MODEL_DIR)
+        optimizer.load_state_dict(trainer_state["optimizer"])
+        scheduler.load_state_dict(trainer_state["scheduler"])
+        sampler.load_state_dict(trainer_state["sampler"])
+        if "scaler" in trainer_state and getattr(acc, "scaler", None) is not None:
+            acc.scaler.load_state_dict(trainer_state["scaler"])
+        saved_wo = rank_state["weight_optimizers"]
+        if set(saved_wo) != set(ctx.weight_optimizers):
+            raise ConfigError(f"{path}: weight optimizers {sorted(saved_wo)} do not match the method's "
+                              f"{sorted(ctx.weight_optimizers)}")
+        for name, state in saved_wo.items():
+            ctx.weight_optimizers[name].load_state_dict(state)
+        self.method.load_state_dict(rank_state["method"])
+        set_rng_state(rank_state["rng"], acc.device)
+        step = int(trainer_state["step"])
+        log.info("resumed %s from %s (step %d)", self.workdir, path.name, step)
+        return step
+
+    def _finish(self, model, tokenizer, enc, ctx, acc, seconds: float):
+        from methods.base import DONE_FILE, Checkpoint
+
+        spec = self.spec
+        if acc.is_main_process:
+            merge = spec.lora is not None and spec.lora.merge_on_save
+            with atomic_dir(self.workdir / FINAL_DIR) as tmp:
+                save_model(model, tokenizer, tmp, encoder_settings(spec, enc), self._training_info(spec.steps, enc),
+                           merge_lora=merge)
+            (self.workdir / METHOD_DIR).mkdir(exist_ok=True)
+            self.method.export(ctx, self.workdir / METHOD_DIR)
+            last = self.step_losses[-1] if self.step_losses else None
+            atomic_write_json(self.workdir / DONE_FILE, {
+                "model_dir": FINAL_DIR, "method": self.method.name, "step": spec.steps,
+                "spec_fingerprint": spec.fingerprint(), "data_fingerprint": self.data.fingerprint(),
+                "info": {"final_loss": last, "seconds_this_session": seconds, "processes": acc.num_processes}})
+        D.barrier()
+        return Checkpoint.load(self.workdir)
+
+
+def _spec_diff(old: dict[str, Any], new: dict[str, Any]) -> str:
+    changed = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    return f" (changed: {', '.join(changed)})" if changed else ""

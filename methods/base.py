@@ -1,0 +1,212 @@
+"""The method interface: one ``train``/``encoder`` pair for every training method.
+
+A method is a small class registered by name::
+
+    @register_method("uniform")
+    class Uniform(Method):
+        presets = {"tiny": {...}, "small": {...}, "paper": {...}}   # TrainSpec overrides per scale
+
+and holds only what is unique to it.  The shared trainer
+(:class:`harness.train.trainer.Trainer`) runs the loop and calls these hooks, in
+this order, with a :class:`harness.train.context.TrainContext` ``ctx``:
+
+``configure(ctx)``
+    once, before training or resuming: read ``ctx.options``, register weight-vector
+    optimizers (``ctx.add_weight_optimizer``), load a frozen model
+    (``ctx.load_frozen_model``), set sampler weights (``ctx.set_sampler_weights``).
+``observe(out, ctx)``
+    every micro-batch, after the per-sample losses ``out.losses`` (with
+    ``out.group_ids``) exist, before the loss is formed: gather statistics
+    (``ctx.all_gather``), frozen-model losses (``ctx.frozen_losses``), put
+    gradients on weight vectors.
+(trainer) on the last micro-batch of an optimizer step, the registered weight
+    optimizers step (gradient averaged over the micro-batches, optional clipping),
+    then ``on_weight_step(name, ctx)`` (e.g. renormalise with softmax).
+``reduce(out, ctx) -> scalar``
+    the training loss from the per-sample vector (default: the mean); per-group
+    gradients on a parameter subset are available here (``ctx.group_gradients``).
+``on_step_end(ctx)``
+    after each optimizer step of the model (update schedules, sampler weights).
+``state_dict()`` / ``load_state_dict(state)``
+    everything stateful (scalars, EMAs, weight vectors): saved in checkpoints,
+    restored on resume, so a resumed run continues step for step.
+``scalars()``
+    numbers to log each step; ``export(ctx, directory)``: files written at the end.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
+
+import numpy as np
+
+from harness.errors import ConfigError
+
+if TYPE_CHECKING:  # imported lazily: listing methods must not import torch
+    import torch
+
+    from harness.data.collections import TrainingData
+    from harness.encoders.base import Encoder
+    from harness.train.context import LossOutput, TrainContext
+    from harness.train.spec import TrainSpec
+
+DONE_FILE = "done.json"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A finished training run: ``path`` is the model folder an encoder loads."""
+
+    path: Path
+    workdir: Path
+    method: str
+    step: int
+    spec_fingerprint: str
+    data_fingerprint: str
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "workdir": str(self.workdir), "method": self.method, "step": self.step,
+                "spec_fingerprint": self.spec_fingerprint, "data_fingerprint": self.data_fingerprint,
+                "info": self.info}
+
+    @classmethod
+    def load(cls, workdir: str | Path) -> "Checkpoint":
+        """The finished run in ``workdir`` (raises ConfigError if training did not finish)."""
+        workdir = Path(workdir)
+        done = workdir / DONE_FILE
+        if not done.exists():
+            raise ConfigError(f"{workdir}: no finished training run ({DONE_FILE} is missing)")
+        obj = json.loads(done.read_text(encoding="utf-8"))
+        return cls(path=workdir / obj["model_dir"], workdir=workdir, method=obj["method"], step=obj["step"],
+                   spec_fingerprint=obj["spec_fingerprint"], data_fingerprint=obj["data_fingerprint"],
+                   info=obj.get("info", {}))
+
+
+class Method:
+    """Base class: the uniform-loss behaviour; subclasses override the hooks they need."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    presets: ClassVar[dict[str, dict[str, Any]]] = {}     # scale -> TrainSpec overrides
+    default_options: ClassVar[dict[str, Any]] = {}        # method_options and their defaults
+
+    # ------------------------------------------------------------------ configuration
+    @classmethod
+    def spec(cls, scale: str = "tiny", **overrides: Any) -> "TrainSpec":
+        """The method's recipe at ``scale`` with ``overrides`` applied (``steps`` alone rescales the warmup)."""
+        from harness.train.spec import TrainSpec
+
+        if scale not in cls.presets:
+            known = ", ".join(cls.presets) or "(none)"
+            raise ConfigError(f"method {cls.name!r} has no {scale!r} preset; scales: {known}")
+        base = TrainSpec.from_dict(cls.presets[scale])
+        if "steps" in overrides and "warmup_steps" not in overrides:
+            # Keep the preset's warmup fraction when only the length of the run changes.
+            overrides = {**overrides, "warmup_steps": round(base.warmup_steps * overrides["steps"] / base.steps)}
+        return base.replace(**overrides) if overrides else base
+
+    def resolve_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(options) - set(self.default_options))
+        if unknown:
+            known = ", ".join(sorted(self.default_options)) or "(none)"
+            raise ConfigError(f"method {self.name!r}: unknown option(s) {', '.join(unknown)}; options: {known}")
+        return {**self.default_options, **options}
+
+    def dataset_weights(self, spec: "TrainSpec", data: "TrainingData") -> np.ndarray:
+        """Initial sampling weights: ``spec.dataset_weights`` (by source name), else uniform."""
+        if spec.dataset_weights is None:
+            return np.full(len(data), 1.0 / len(data))
+        unknown = sorted(set(spec.dataset_weights) - set(data.names))
+        if unknown:
+            raise ConfigError(f"dataset_weights names unknown source(s) {', '.join(unknown)}; "
+                              f"sources: {', '.join(data.names)}")
+        return np.array([float(spec.dataset_weights.get(n, 0.0)) for n in data.names])
+
+    # ------------------------------------------------------------------ hooks
+    def configure(self, ctx: "TrainContext") -> None:
+        """Called once before training/resuming."""
+
+    def observe(self, out: "LossOutput", ctx: "TrainContext") -> None:
+        """Called per micro-batch before the loss is formed."""
+
+    def reduce(self, out: "LossOutput", ctx: "TrainContext") -> "torch.Tensor":
+        """The scalar training loss of this micro-batch (default: mean of the per-sample losses)."""
+        return out.losses.mean()
+
+    def on_weight_step(self, name: str, ctx: "TrainContext") -> None:
+        """Called after the weight optimizer ``name`` stepped."""
+
+    def on_step_end(self, ctx: "TrainContext") -> None:
+        """Called after each optimizer step of the model."""
+
+    def scalars(self) -> dict[str, float]:
+        """Numbers to log with each step."""
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            raise ConfigError(f"method {self.name!r} has no state but the checkpoint holds {sorted(state)}")
+
+    def export(self, ctx: "TrainContext", directory: Path) -> None:
+        """Write method outputs (e.g. learned weights) into ``directory`` at the end of training."""
+
+    # ------------------------------------------------------------------ train / encode
+    def train(self, spec: "TrainSpec", data: "TrainingData", workdir: str | Path) -> Checkpoint:
+        """Train (or resume, or return the finished run) in ``workdir``."""
+        from harness.train.trainer import Trainer
+
+        return Trainer(spec, data, workdir, method=self).run()
+
+    def encoder(self, ckpt: Checkpoint, **kwargs: Any) -> "Encoder":
+        """The trained model as an :class:`~harness.encoders.base.Encoder` (``kwargs`` go to HFEncoder)."""
+        from harness.encoders.hf import HFEncoder
+
+        return HFEncoder(str(ckpt.path), **kwargs)
+
+
+# ---------------------------------------------------------------------- registry
+_REGISTRY: dict[str, type[Method]] = {}
+
+
+def register_method(name: str) -> Callable[[type[Method]], type[Method]]:
+    """Class decorator: ``@register_method("uniform")``."""
+
+    def deco(cls: type[Method]) -> type[Method]:
+        if name in _REGISTRY and _REGISTRY[name] is not cls:
+            raise ConfigError(f"method name {name!r} is registered twice ({_REGISTRY[name].__module__}, {cls.__module__})")
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return deco
+
+
+def _load_builtin_methods() -> None:
+    import methods
+
+    for info in pkgutil.iter_modules(methods.__path__):
+        if info.name not in ("base",) and not info.name.startswith("_"):
+            importlib.import_module(f"methods.{info.name}")
+
+
+def get_method(name: str) -> Method:
+    """A fresh instance of the method registered as ``name``."""
+    if name not in _REGISTRY:
+        _load_builtin_methods()
+    try:
+        return _REGISTRY[name]()
+    except KeyError:
+        raise ConfigError(f"unknown method {name!r}; methods: {', '.join(list_methods()) or '(none)'}") from None
+
+
+def list_methods() -> list[str]:
+    _load_builtin_methods()
+    return sorted(_REGISTRY)
