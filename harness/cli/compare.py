@@ -144,6 +144,9 @@ def _load_results(args: argparse.Namespace) -> tuple[dict, list[str]]:
             raise ConfigError(f"two results for dataset {result.card.dataset!r} are both named {name!r}; "
                               "give each a --name")
         group[name] = result
+    if len(by_dataset) > 1 and all(len(group) == 1 for group in by_dataset.values()):
+        raise ConfigError("each dataset has a single result (" + ", ".join(map(str, by_dataset)) + "); results are "
+                          "grouped by their protocol card's dataset, so give the systems' results on each dataset")
     for group in by_dataset.values():
         base_name, base = next(iter(group.items()))
         for name, other in list(group.items())[1:]:

@@ -174,6 +174,9 @@ def test_stored_results_compare_and_refuse_other_protocols(scifact_runs, tmp_pat
         assert stored["dataset"] == "scifact" and fresh["dataset"] is None
         assert stored["ci_low"] != fresh["ci_low"]
         assert stored["ci_low"] == pytest.approx(fresh["ci_low"], abs=0.01)
+    elsewhere = _store(tmp_path / "d", scifact_runs["qrels"], scifact_runs["tfidf"], card.with_(dataset="nfcorpus"))
+    assert main(["compare", "--result", str(a), "--result", str(elsewhere)]) == 2
+    assert "each dataset has a single result (scifact, nfcorpus)" in capsys.readouterr().err
     other = _store(tmp_path / "c", scifact_runs["qrels"], scifact_runs["tfidf"], card.with_(exclude_self=True))
     assert main(["compare", "--result", str(a), "--result", str(other)]) == 2
     err = capsys.readouterr().err
