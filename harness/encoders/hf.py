@@ -8,7 +8,8 @@ optional L2 normalisation, query/document prompts and separate max lengths.
 Speed on CPU comes from doing no wasted work: every text is tokenized once (the
 Rust tokenizer, one call per encode), texts are ordered by their *token* length so
 that each batch pads to almost nothing, padding is done in numpy, and the forward
-runs under ``torch.inference_mode``.  Batches always pad on the right, which keeps
+runs under ``torch.inference_mode`` with oneDNN-fused linear layers on CPU
+(:mod:`harness.encoders.fusion`).  Batches always pad on the right, which keeps
 position ids correct for every architecture (encoders and decoders alike); ``last``
 pooling then reads the last real token through the attention mask.
 """
@@ -26,6 +27,7 @@ from tqdm.auto import tqdm
 
 from harness.encoders.backbone import ModelDefaults, model_fingerprint, resolve_model
 from harness.encoders.base import Encoder
+from harness.encoders.fusion import fuse_linear_layers
 from harness.encoders.pooling import pool
 from harness.encoders.settings import EncoderSettings, read_encoder_config, resolve_settings
 from harness.errors import ConfigError, InputError
@@ -83,6 +85,8 @@ class HFEncoder(Encoder):
     model folder's ``harness_encoder.json`` if it has one, else to the alias or
     sentence-transformers defaults; an explicit argument (not ``None``) wins.  The
     weights are loaded on first use, so asking for ``identity()`` (the cache key) is cheap.
+    ``cpu_fusion`` runs fp32 CPU linear layers through oneDNN with bias/GELU fused
+    (:mod:`harness.encoders.fusion`; the same math up to summation order).
     """
 
     kind = "dense"
@@ -91,7 +95,7 @@ class HFEncoder(Encoder):
                  query_prompt: str | None = None, doc_prompt: str | None = None,
                  query_max_length: int | None = None, doc_max_length: int | None = None,
                  append_eos: bool | None = None, batch_size: int = 64, device: str | None = None,
-                 dtype: str | torch.dtype = "auto"):
+                 dtype: str | torch.dtype = "auto", cpu_fusion: bool = True):
         self.model_name = model
         path, defaults = resolve_model(model)
         self.path = path
@@ -113,6 +117,8 @@ class HFEncoder(Encoder):
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
         self.similarity = "cos" if self.settings.normalize else "dot"
+        self.cpu_fusion = bool(cpu_fusion)
+        self.fused: dict[str, int] = {}
         self._model = None
         self._tokenizer = None
         self._fingerprint: str | None = None
@@ -160,6 +166,8 @@ class HFEncoder(Encoder):
         if getattr(model.config, "is_encoder_decoder", False):
             model = model.get_encoder()
         model.to(self.device).eval()
+        if self.cpu_fusion and self.device.type == "cpu" and self.dtype == torch.float32:
+            self.fused = fuse_linear_layers(model)
         self._model, self._tokenizer = model, tokenizer
         return model, tokenizer
 
@@ -246,7 +254,7 @@ def load_encoder(name: str, **overrides: Any) -> Encoder:
         raise ConfigError("'bm25' is a lexical model, not a dense encoder; use harness.retrieval.bm25")
     given = {k: v for k, v in overrides.items() if v is not None}
     allowed = ("pooling", "normalize", "query_prompt", "doc_prompt", "query_max_length", "doc_max_length",
-               "append_eos", "batch_size", "device", "dtype")
+               "append_eos", "batch_size", "device", "dtype", "cpu_fusion")
     unknown = sorted(set(given) - set(allowed))
     if unknown:
         raise ConfigError(f"unknown encoder option(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")

@@ -1,0 +1,113 @@
+"""Encoding speed: HFEncoder vs sentence-transformers, and the embedding cache's skip on a second evaluation.
+
+Both encoders run in this process (same torch threads), on the same 256 real SciFact
+passages, batch size 32, max length 256, after a warm-up.  Rounds are interleaved
+(sentence-transformers in the untimed pedantic ``setup``, timed by hand; the harness
+encoder as the benchmark target) so that load from other processes hits both alike,
+and the ratio compares the fastest round of each.  Minutes on two CPU cores, hence ``slow``.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+N_TEXTS = 256
+BATCH_SIZE = 32
+MAX_LENGTH = 256
+ROUNDS = 3
+
+pytestmark = [pytest.mark.benchmark, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def scifact_corpus(shared_data):
+    from harness.data import load_beir
+
+    corpus = load_beir(shared_data / "scifact", "test").corpus
+    return corpus.subset(corpus.ids[:N_TEXTS])
+
+
+def test_encode_docs_throughput_vs_sentence_transformers(benchmark, scifact_corpus):
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from harness.encoders.hf import HFEncoder
+
+    texts = scifact_corpus.passages()
+    assert len(texts) == N_TEXTS
+    ours = HFEncoder("minilm", batch_size=BATCH_SIZE, doc_max_length=MAX_LENGTH)
+    reference = SentenceTransformer(ours.path, device="cpu")
+    reference.max_seq_length = MAX_LENGTH
+
+    def reference_encode():
+        return reference.encode(texts, batch_size=BATCH_SIZE, normalize_embeddings=True, convert_to_numpy=True)
+
+    def ours_encode():
+        return ours.encode_docs(texts, progress=False)
+
+    # Warm-up (allocator, oneDNN kernels), and a parity check so we time the same computation.
+    np.testing.assert_allclose(ours.encode_docs(texts[:BATCH_SIZE], progress=False),
+                               reference.encode(texts[:BATCH_SIZE], batch_size=BATCH_SIZE, normalize_embeddings=True),
+                               atol=1e-5)
+    reference_times: list[float] = []
+    ours_times: list[float] = []
+
+    def timed_reference():
+        started = time.perf_counter()
+        reference_encode()
+        reference_times.append(time.perf_counter() - started)
+
+    def timed_ours():
+        started = time.perf_counter()
+        out = ours_encode()
+        ours_times.append(time.perf_counter() - started)
+        return out
+
+    result = benchmark.pedantic(timed_ours, setup=timed_reference, rounds=ROUNDS, iterations=1)
+    assert result.shape == (N_TEXTS, 384)
+    ratio = min(reference_times) / min(ours_times)
+    median_ratio = float(np.median(reference_times)) / float(np.median(ours_times))
+    benchmark.extra_info.update({
+        "texts": N_TEXTS, "batch_size": BATCH_SIZE, "max_length": MAX_LENGTH, "torch_threads": torch.get_num_threads(),
+        "ours_s": ours_times, "sentence_transformers_s": reference_times,
+        "speed_ratio_best": round(ratio, 4), "speed_ratio_median": round(median_ratio, 4),
+        "ours_texts_per_s": round(N_TEXTS / min(ours_times), 2),
+    })
+    print(f"\nHFEncoder vs sentence-transformers on {N_TEXTS} SciFact passages: best-round ratio {ratio:.3f}x "
+          f"(median {median_ratio:.3f}x); ours {N_TEXTS / min(ours_times):.1f} texts/s, "
+          f"sentence-transformers {N_TEXTS / min(reference_times):.1f} texts/s, {torch.get_num_threads()} threads")
+    assert ratio >= 1.0
+
+
+def test_second_evaluation_skips_encoding(benchmark, scifact_corpus, tmp_path):
+    from harness.encoders.cache import encode_corpus
+    from harness.encoders.hf import HFEncoder
+
+    started = time.perf_counter()
+    first = encode_corpus(HFEncoder("minilm", batch_size=BATCH_SIZE), scifact_corpus, tmp_path, progress=False)
+    first_s = time.perf_counter() - started
+    assert first.encoded_shards == 1
+
+    def second_evaluation():
+        # A new evaluation builds a new encoder: the cache hit must not even load the weights.
+        encoder = HFEncoder("minilm", batch_size=BATCH_SIZE)
+        embeddings = encode_corpus(encoder, scifact_corpus, tmp_path, progress=False)
+        assert embeddings.skipped and encoder._model is None
+        return embeddings
+
+    second = benchmark.pedantic(second_evaluation, rounds=5, iterations=1, warmup_rounds=1)
+    np.testing.assert_array_equal(second.as_array(), first.as_array())
+    started = time.perf_counter()
+    second_evaluation()
+    second_s = time.perf_counter() - started
+    speedup = first_s / second_s
+    benchmark.extra_info.update({"first_encode_s": round(first_s, 3), "cached_s": round(second_s, 4),
+                                 "skip_speedup": round(speedup, 1)})
+    print(f"\nsecond evaluation of {N_TEXTS} passages: {second_s * 1000:.1f} ms vs {first_s:.1f} s encoding "
+          f"({speedup:.0f}x faster)")
+    assert speedup > 20
