@@ -55,8 +55,15 @@ def make_accelerator(precision: str = "fp32"):
     if precision != "fp32" and not cuda:
         log.warning("precision %s needs a GPU; training in fp32 on CPU", precision)
         precision = "fp32"
+    from accelerate.state import AcceleratorState
+
+    mixed = _MIXED[precision]
+    shared = AcceleratorState._shared_state
+    if shared and shared.get("_mixed_precision") not in (None, mixed):
+        # One process may train cells with different precisions (a suite); the process group stays.
+        AcceleratorState._reset_state()
     ddp = DistributedDataParallelKwargs(find_unused_parameters=True)
-    return Accelerator(cpu=not cuda, mixed_precision=_MIXED[precision], kwargs_handlers=[ddp])
+    return Accelerator(cpu=not cuda, mixed_precision=mixed, kwargs_handlers=[ddp])
 
 
 class Trainer:
