@@ -13,7 +13,7 @@ from typing import Iterator, Mapping
 
 import numpy as np
 
-from harness.data.ids import as_id_array, factorize, group_bounds
+from harness.data.ids import as_id_array, factorize_grouped, group_bounds, hash_ids
 from harness.errors import InputError
 from harness.io import atomic_write, open_text
 
@@ -30,8 +30,13 @@ class Run:
     _bounds: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_arrays(cls, query_ids, doc_ids, scores, name: str = "run", source: str | None = None) -> "Run":
-        """Build a run; rows are sorted into trec_eval order (score desc, doc id desc)."""
+    def from_arrays(cls, query_ids, doc_ids, scores, name: str = "run", source: str | None = None,
+                    check_duplicates: bool = True) -> "Run":
+        """Build a run; rows are sorted into trec_eval order (score desc, doc id desc).
+
+        ``check_duplicates=False`` skips the (query, doc) uniqueness check for callers
+        that guarantee it (retrievers, or a reader that already checked).
+        """
         q = as_id_array(query_ids)
         d = as_id_array(doc_ids)
         s = np.asarray(scores, dtype=np.float64).reshape(-1)
@@ -42,17 +47,11 @@ class Run:
             raise InputError(source, f"score of query {q[i]!r} document {d[i]!r} is not finite ({s[i]})")
         if len(q) == 0:
             return cls(q, d, s, name, source)
-        _, dcode = factorize(d)
-        order = np.lexsort((-dcode, -s, q))
-        q, d, s, dcode = q[order], d[order], s[order], dcode[order]
-        # Duplicates are adjacent only if scores tie; check via (q, doc code) pairs.
-        pair_order = np.lexsort((dcode, q))
-        pq, pd = q[pair_order], dcode[pair_order]
-        dup = np.flatnonzero((pq[1:] == pq[:-1]) & (pd[1:] == pd[:-1]))
-        if len(dup):
-            i = pair_order[dup[0] + 1]
-            raise InputError(source, f"document {d[i]!r} appears twice for query {q[i]!r}")
-        return cls(q, d, s, name, source)
+        _, qcode = factorize_grouped(q)
+        if check_duplicates:
+            _check_unique_pairs(q, d, qcode, source)
+        order = _trec_order(qcode, s, d)
+        return cls(q[order], d[order], s[order], name, source)
 
     @classmethod
     def from_dict(cls, run: Mapping[str, Mapping[str, float]], name: str = "run") -> "Run":
@@ -110,6 +109,48 @@ class Run:
         return Run(self.query_ids[keep], self.doc_ids[keep], self.scores[keep], self.name, self.source)
 
 
+def _trec_order(qcode: np.ndarray, scores: np.ndarray, doc_ids: np.ndarray) -> np.ndarray:
+    """Row order: query, then score descending, then doc id descending (trec_eval).
+
+    Sorting strings is the expensive part, so it is done only for rows whose
+    (query, score) ties with a neighbour; untied rows are ordered by numbers alone.
+    """
+    order = np.lexsort((-scores, qcode))
+    qs, ss = qcode[order], scores[order]
+    tied_next = (qs[1:] == qs[:-1]) & (ss[1:] == ss[:-1])
+    if not tied_next.any():
+        return order
+    in_tie = np.zeros(len(order), dtype=bool)
+    in_tie[1:] |= tied_next
+    in_tie[:-1] |= tied_next
+    idx = np.flatnonzero(in_tie)
+    starts_group = np.ones(len(idx), dtype=bool)
+    starts_group[1:] = ~tied_next[idx[1:] - 1]
+    group = np.cumsum(starts_group)
+    tied_rows = order[idx]
+    # ascending by (-group, doc id), reversed: group ascending, doc id descending
+    order[idx] = tied_rows[np.lexsort((doc_ids[tied_rows], -group))[::-1]]
+    return order
+
+
+def _check_unique_pairs(q: np.ndarray, d: np.ndarray, qcode: np.ndarray, source: str | None) -> None:
+    """Raise InputError if a (query, doc) pair occurs twice (hash, then confirm exactly)."""
+    with np.errstate(over="ignore"):
+        key = hash_ids(d) ^ (qcode.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    same = np.flatnonzero(ks[1:] == ks[:-1])
+    if not len(same):
+        return
+    candidates = np.unique(np.concatenate((order[same], order[same + 1])))
+    seen: set[tuple[str, str]] = set()
+    for i in candidates.tolist():
+        pair = (str(q[i]), str(d[i]))
+        if pair in seen:
+            raise InputError(source, f"document {pair[1]!r} appears twice for query {pair[0]!r}")
+        seen.add(pair)
+
+
 def _parse_score(text: str, path, line_no: int) -> float:
     try:
         value = float(text)
@@ -152,7 +193,7 @@ def read_run(path: str | Path, name: str | None = None) -> Run:
             ss.append(score)
     if not qs:
         raise InputError(path, "run file contains no results")
-    return Run.from_arrays(qs, ds, ss, name=name or tag or path.stem, source=str(path))
+    return Run.from_arrays(qs, ds, ss, name=name or tag or path.stem, source=str(path), check_duplicates=False)
 
 
 def write_run(run: Run, path: str | Path, tag: str | None = None) -> None:
