@@ -133,6 +133,9 @@ def write_result(directory: str | Path, *, run: Run | None, evaluation: Evaluati
                  manifest: dict[str, Any] | None = None, extra_files: dict[str, str] | None = None) -> Path:
     """Write a complete result directory atomically and return its path."""
     directory = Path(directory)
+    for metric, values in evaluation.per_query.items():
+        if len(values) and not np.all(np.isfinite(values)):
+            raise ValueError(f"metric {metric!r} has non-finite per-query values; refusing to store them")
     full_manifest: dict[str, Any] = {
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "card": card.to_dict(),
