@@ -37,15 +37,22 @@ def micro_batch_grads(model_dir: str, rank: int, world: int, accelerator):
     from methods.base import Method
     from trainutil import load_tiny, make_data, step_context
 
+    class GatherGroups(Method):
+        """Gathers the per-sample losses and group ids of every rank (the method all-gather hook)."""
+
+        def observe(self, out, ctx):
+            self.gathered = (ctx.all_gather(out.losses), ctx.all_gather(out.group_ids))
+
     spec, model, tok, enc = load_tiny(model_dir, batch_size=len(GLOBAL_EXAMPLES))
     data = make_data()
     ctx = step_context(spec, data, model, tok, enc, GLOBAL_EXAMPLES, rank=rank, world=world)
     wrapped = accelerator.prepare(model) if world > 1 else model
-    res = run_micro_batch(wrapped, ctx, Method(), backward=lambda loss: loss.backward(),
+    method = GatherGroups()
+    res = run_micro_batch(wrapped, ctx, method, backward=lambda loss: loss.backward(),
                           sync=lambda last: contextlib.nullcontext(), step_weights=lambda: None,
                           gradcache_chunk=None)
     grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
-    return res.loss, grads
+    return res.loss, grads, method.gathered
 
 
 def train_spec(model_dir: str, gradcache_chunk_size: int | None = None):

@@ -47,8 +47,12 @@ def test_o03_vectors_two_ranks(two_ranks):
 
 def test_micro_batch_gradients_two_ranks_equal_one(two_ranks, tiny_model_nodrop):
     _, ranks = two_ranks
-    loss, grads = distworker.micro_batch_grads(tiny_model_nodrop, 0, 1, None)
+    loss, grads, (losses, groups) = distworker.micro_batch_grads(tiny_model_nodrop, 0, 1, None)
     assert sum(r["micro"][0] for r in ranks) / 2 == pytest.approx(loss, abs=1e-5)
+    for res in ranks:                         # every rank gathers the global per-sample losses and group ids
+        g_losses, g_groups = res["micro"][2]
+        assert g_groups.tolist() == groups.tolist() == [g for g, _ in distworker.GLOBAL_EXAMPLES]
+        assert torch.allclose(g_losses, losses, atol=1e-5)
     for res in ranks:                                                      # DDP leaves identical averaged grads
         g2 = res["micro"][1]
         assert g2.keys() == grads.keys()
