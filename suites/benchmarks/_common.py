@@ -213,8 +213,8 @@ def evaluate_loaded(loaded: LoadedBenchmark, run: Run, *, answer_lang: str | Non
     evaluated queries are those scored by the trec_eval metrics that also have answers.
     """
     card = loaded.card
-    run = cut_depth(run, card.top_k, card.exclude_self)
     acc_ks, trec_metrics = split_metrics(card.metrics)
+    run = cut_depth(run, scoring_depth(acc_ks, trec_metrics, card.top_k), card.exclude_self)
     options: dict[str, Any] = {"relevance_threshold": card.relevance_threshold, "exclude_self": card.exclude_self,
                                "complete": card.complete, "top_k": card.top_k}
     query_ids: list[str] | None = None
@@ -252,6 +252,20 @@ def evaluate_loaded(loaded: LoadedBenchmark, run: Run, *, answer_lang: str | Non
         options["answer_normalizer"] = card.answer_normalizer or NORMALIZER_ID
     ordered = {m: per_query[_canonical(m, per_query)] for m in card.metrics}
     return EvaluationResult(query_ids or [], ordered, options=options)
+
+
+def scoring_depth(acc_ks: Sequence[int], trec_metrics: Sequence[str], top_k: int) -> int:
+    """How deep the run must be read: the largest cutoff when every metric has one (values are
+    unchanged by dropping deeper rows, and a 1000-deep run is scored ten times faster), else top_k."""
+    from harness.metrics import parse_metric
+
+    cutoffs = list(acc_ks)
+    for m in trec_metrics:
+        cutoff = parse_metric(m).cutoff
+        if cutoff is None:
+            return top_k
+        cutoffs.append(cutoff)
+    return min(top_k, max(cutoffs)) if cutoffs else top_k
 
 
 def cut_depth(run: Run, depth: int, exclude_self: bool) -> Run:
