@@ -265,3 +265,17 @@ def test_stats_of_miracl_release_files_without_corpus(shared_data, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["counts"]["docs"] is None and report["counts"]["queries"] == 393
     assert report["card"]["extra"] == {"language": "zh", "source": "release"}
+
+
+def test_beir_dataset_inside_a_root_and_cqadupstack_forums(tmp_path):
+    forum = tmp_path / "beir" / "cqadupstack" / "android"
+    (forum / "qrels").mkdir(parents=True)
+    (forum / "corpus.jsonl").write_text(json.dumps({"_id": "1", "title": "t", "text": "adb"}) + "\n")
+    (forum / "queries.jsonl").write_text(json.dumps({"_id": "9", "text": "adb?"}) + "\n")
+    (forum / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n9\t1\t1\n")
+    by_name = get_suite("beir").load(tmp_path / "beir", dataset="cqadupstack/android")
+    by_dir = get_suite("beir").load(forum)
+    assert by_name.card.dataset == by_dir.card.dataset == "cqadupstack/android"
+    assert by_name.card == by_dir.card
+    with pytest.raises(InputError, match="no BEIR-layout folder"):
+        get_suite("beir").load(tmp_path / "beir", dataset="nfcorpus")
