@@ -2,8 +2,9 @@
 
 The ``tiny`` scale of every suite, the README's main job and many tests run on it:
 no network, no ../shared data, seconds on a CPU.  ``make_world(spec, seed)`` is a
-pure function (Python's ``random`` keyed by SHA-256 of seed and names), and
-``World.write(dir)`` writes byte-identical files for the same spec and seed.
+pure function (all draws are built on ``random.Random.random`` alone, keyed by
+SHA-256 of the seed and names, so the world is the same on every Python version),
+and ``World.write(dir)`` writes byte-identical files for the same spec and seed.
 
 What the world contains (modules: ``vocab`` scripts and languages, ``domains``
 generation and planting, ``writer`` files and cache, ``tiny`` tiny models):

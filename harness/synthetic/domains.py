@@ -14,8 +14,11 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
+from harness.errors import ConfigError
 from harness.synthetic.spec import DomainSpec
-from harness.synthetic.vocab import Language, Rng, make_rng
+from harness.synthetic.rng import StableRng as Rng
+from harness.synthetic.rng import make_rng
+from harness.synthetic.vocab import Language
 
 _WORD_RE = re.compile(r"\w+")
 
@@ -212,7 +215,7 @@ def _make_test_set(data: DomainData, f: _Factory) -> None:
     with_fp = {clean[i] for i in _chosen(rng, len(clean), spec.eval_false_positive_rate)}
     n_planted = len(clean) * (1 + spec.eval_near_duplicates) + len(with_fn)
     if spec.n_docs - n_planted < 1:
-        raise ValueError(f"domain {spec.name!r}: n_docs={spec.n_docs} leaves no room for distractors")
+        raise ConfigError(f"domain {spec.name!r}: n_docs={spec.n_docs} leaves no room for distractors")
 
     # Invariant: a query's concepts are covered by no document indexed before it, and no
     # document indexed after it covers them unless planted as relevant (a twin).
@@ -241,7 +244,7 @@ def _make_test_set(data: DomainData, f: _Factory) -> None:
         records.append(rec)
 
     # Labels: the target, plus an unrelated labelled document for planted false positives;
-    # a noisy query's only label is a random document that does not cover its concepts.
+    # a noisy query's only label is a uniformly random document.
     n_docs = len(index.docs)
     for i, rec in enumerate(records):
         if rec["label_noise"]:   # any document: none covers a phantom's concepts

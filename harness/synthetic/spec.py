@@ -15,7 +15,7 @@ from harness.errors import ConfigError
 
 # Bump when the generator changes what a given (spec, seed) produces: it is part of
 # the fingerprint, so cached worlds from an older generator are not reused.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 
 SCRIPTS = ("latin", "latin-ext", "cyrillic", "cjk", "thai")
 ROLES = ("easy", "hard", "noise")
@@ -165,19 +165,21 @@ class WorldSpec:
     def default(cls) -> "WorldSpec":
         """The embedded default benchmark: 6 domains in 5 scripts, every planted effect mild.
 
-        * ``latin_qa`` (Latin, easy QA retrieval; 5% false-positive training rows,
-          10% unlabelled relevant documents in the test set);
-        * ``latin_synonyms`` (Latin with diacritics; small hard-but-learnable domain:
-          every query concept is a hidden synonym);
+        * ``latin_qa`` (Latin, easy QA retrieval, 400 rows; 5% false-positive training
+          rows, 10% unlabelled relevant documents in the test set);
+        * ``latin_synonyms`` (Latin with diacritics; small hard-but-learnable domain,
+          300 rows over 4 topics: every query concept is a hidden synonym);
         * ``latin_noisy`` (Latin, the same language as ``latin_qa``; unlearnable:
-          every positive is random);
-        * ``cyrillic_news`` (Cyrillic; two-concept queries and only near-duplicate
-          hard negatives, so a higher loss than ``latin_qa``; 10% false negatives
-          among training negatives);
-        * ``cjk_qa`` (CJK written without spaces; QA with answers that must be
-          matched inside unsegmented text; 5% labelled unrelated test documents);
-        * ``thai_sts`` (Thai-like script without spaces; symmetric similarity of
-          short sentences).
+          every positive is random; 1500 rows, so a tiny run hardly sees one twice);
+        * ``cyrillic_news`` (Cyrillic, 300 rows; two-concept queries, every hard
+          negative a near duplicate; 10% false negatives among training negatives);
+        * ``cjk_qa`` (CJK written without spaces, 300 rows; QA with answers that must
+          be matched inside unsegmented text; 5% labelled unrelated test documents);
+        * ``thai_sts`` (Thai-like script without spaces, 300 rows; symmetric
+          similarity of short sentences).
+
+        Each domain has 1 positive and 3 hard negatives per row, 240-400 documents and
+        60-80 test queries.
         """
         return cls(_LANGUAGES, (
             DomainSpec("latin_qa", "xla", task="qa", n_train=400, n_docs=400, n_test_queries=80,
@@ -199,12 +201,13 @@ class WorldSpec:
     def tdro(cls) -> "WorldSpec":
         """Domain-level structure for tDRO, emphasised; no per-row label errors.
 
-        Easy domains with clearly different loss scales (four-, three- and
-        two-concept queries, random vs near-duplicate negatives), one small
-        hard-but-learnable domain (``latin_synonyms``, 160 rows), and one large
-        noise domain (``latin_noisy``, 400 rows, random positives): its loss is
-        the highest and never decreases, so a ``proxy`` loss measurement
-        up-weights it while a ``relative`` one does not.
+        Easy domains that differ in query length (four, three or two concepts) and
+        negative hardness (topical vs near-duplicate negatives), one small
+        hard-but-learnable domain (``latin_synonyms``, 200 rows), and one large
+        noise domain (``latin_noisy``, 2000 rows, random positives): its loss is
+        the highest and does not decrease with training, so a ``proxy`` loss
+        measurement up-weights it while a ``relative`` one (proxy over reference)
+        should not.
         """
         return cls(_LANGUAGES, (
             DomainSpec("latin_qa", "xla", task="qa", n_train=300, n_docs=300, n_test_queries=60, query_terms=4,

@@ -15,25 +15,14 @@ no other word uses, so an answer is found only where its entity occurs.
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
-import random
 from dataclasses import dataclass, field
 from typing import Callable
 
+from harness.synthetic.rng import StableRng, make_rng
 from harness.synthetic.spec import LanguageSpec
 
-Rng = random.Random
-
-
-def make_rng(*parts: object) -> Rng:
-    """A random stream keyed by any values (SHA-256, not Python's salted ``hash``).
-
-    ``random.Random`` rather than numpy: generation makes ~10^5 tiny scalar draws,
-    where numpy's per-call overhead would dominate.
-    """
-    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
-    return random.Random(int.from_bytes(digest[:16], "little"))
+Rng = StableRng
 
 
 def _pick(rng: Rng, items: str | tuple | list) -> str:

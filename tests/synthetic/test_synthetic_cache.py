@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 
 from harness.data import load_beir
+from harness.synthetic.tiny import tiny_model_fingerprint
 from harness.synthetic import (WorldSpec, default_tiny_model_dir, default_world_dir, read_world_info,
                                world_dir, world_fingerprint)
 
@@ -46,4 +47,7 @@ def test_default_tiny_model_is_cached(tmp_path):
     stamp = (path / "model.safetensors").stat().st_mtime_ns
     assert default_tiny_model_dir("bert", tmp_path) == path
     assert (path / "model.safetensors").stat().st_mtime_ns == stamp
-    assert default_tiny_model_dir("bert", tmp_path, seed=1) != path
+    other_seed = tiny_model_fingerprint(world_fingerprint(WorldSpec.default(), 0), kind="bert", hidden=32, layers=2,
+                                        heads=2, seed=1)
+    assert other_seed[:16] not in path.name
+    assert path.name.startswith("tiny-bert-")

@@ -143,7 +143,7 @@ def test_training_learns_the_hard_domain_but_not_the_noise(world, trained):
     random_loss = math.log(1 + world.spec.domain("latin_qa").n_hard_negatives)
     for name, data in world.domains.items():
         if data.spec.role == "easy":
-            assert after[name][0] > before[name][0] + 0.2 and after[name][1] < 0.5 * random_loss, name
+            assert after[name][0] > before[name][0] + 0.05 and after[name][1] < 0.6 * random_loss, name
     # Noise: test nDCG stays at chance and the held-out loss stays at (or above) the random level.
     chance = random_ndcg_at_10(len(world.domains["latin_noisy"].corpus))
     assert after["latin_noisy"][0] < chance + 0.03

@@ -126,3 +126,20 @@ def test_bad_options_raise_config_errors(world, tmp_path, kwargs, message):
     with pytest.raises(ConfigError, match=message):
         make_tiny_model(tmp_path / "bad", world, **kwargs)
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("kind", ["bert", "decoder"])
+def test_harness_encoder_takes_its_defaults_from_the_tiny_model(world, tiny_bert, tiny_decoder, kind):
+    from harness.encoders.hf import HFEncoder
+
+    path = tiny_bert if kind == "bert" else tiny_decoder
+    encoder = HFEncoder(str(path), batch_size=8)
+    ident = encoder.identity()
+    assert ident["pooling"] == ("mean" if kind == "bert" else "last")
+    assert ident["append_eos"] is (kind == "decoder") and ident["normalize"] is True
+    assert ident["query_max_length"] == 32 and ident["doc_max_length"] == 64
+    texts = [data.queries[0][1] for data in world.domains.values()]   # one query per script
+    emb = encoder.encode_queries(texts)
+    assert emb.shape == (len(texts), 32)
+    assert abs(float((emb ** 2).sum(1).mean()) - 1.0) < 1e-5
+    assert len({tuple(row) for row in emb.round(5).tolist()}) == len(texts)
