@@ -31,7 +31,7 @@ from harness.train.batching import build_batch, tokenize_batch
 from harness.train.checkpoint import (MODEL_DIR, latest_checkpoint, load_checkpoint, rng_state, save_checkpoint,
                                       set_rng_state)
 from harness.train.context import TrainContext
-from harness.train.logs import TrainLogger
+from harness.train.logs import LOG_FILE, TrainLogger, read_log
 from harness.train.model import build_model, encoder_settings, load_weights, save_model
 from harness.train.samplers import WeightedSampler
 from harness.train.schedule import make_scheduler
@@ -110,98 +110,113 @@ class Trainer:
 
     # ------------------------------------------------------------------ main loop
     def run(self):
+        """Train to ``spec.steps`` (resuming from the newest checkpoint) and return the finished run."""
         from methods.base import DONE_FILE, Checkpoint
 
-        spec = self.spec
         if (self.workdir / DONE_FILE).exists():
             self._check_workdir()
             return Checkpoint.load(self.workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        acc = self._make_accelerator()
-        from accelerate.utils import set_seed
-
-        self._check_workdir()
-        world, rank = acc.num_processes, acc.process_index
-        spec.micro_batch_size(world)  # validates divisibility
-        set_seed(spec.seed)
-        model, tokenizer, enc = build_model(spec)
-        model.to(acc.device)
-        optimizer = self._optimizer(model)
-        scheduler = make_scheduler(optimizer, spec.steps, spec.warmup_steps, spec.schedule, spec.min_lr_ratio)
-        sampler = WeightedSampler(self.data.sizes, self.method.dataset_weights(spec, self.data),
-                                  spec.batch_size // spec.grad_accum, spec.seed, spec.sampling)
-        mixed = acc.mixed_precision != "no"
-        ctx = TrainContext(spec=spec, data=self.data, model=model, tokenizer=tokenizer, device=acc.device,
-                           options=self.method.resolve_options(dict(spec.method_options)), sampler=sampler,
-                           rank=rank, world_size=world, autocast=acc.autocast if mixed else None)
-        self.method.configure(ctx)
-        wrapped, optimizer = acc.prepare(model, optimizer)
-
+        self._setup()
+        spec = self.spec
         start = 0
         ckpt = latest_checkpoint(self.workdir)
         if ckpt is not None:
-            start = self._resume(ckpt, model, optimizer, scheduler, sampler, ctx, acc)
-        logger = TrainLogger(self.workdir, enabled=acc.is_main_process, resume_step=start, total_steps=spec.steps,
-                             tensorboard=spec.tensorboard, progress=spec.progress)
+            start = self._resume(ckpt)
+        logger = TrainLogger(self.workdir, enabled=self.acc.is_main_process, resume_step=start,
+                             total_steps=spec.steps, tensorboard=spec.tensorboard, progress=spec.progress)
+        started = time.time()
+        last_saved = start
+        try:
+            for step in range(start, spec.steps):
+                record = self._train_step(step)
+                self.step_losses.append(record["loss"])
+                logger.write(record, persist=(step + 1) % spec.log_every == 0 or step + 1 == spec.steps)
+                if spec.save_every and (step + 1) % spec.save_every == 0 and step + 1 < spec.steps:
+                    self._save(step + 1)
+                    last_saved = step + 1
+        finally:
+            logger.close()
+        if last_saved != spec.steps:
+            self._save(spec.steps)
+        return self._finish(time.time() - started)
+
+    def _setup(self) -> None:
+        """Accelerator, seeds, model, optimizer, schedule, sampler, context; the method's ``configure``."""
+        from accelerate.utils import set_seed
+
+        spec = self.spec
+        acc = self.acc = self._make_accelerator()
+        self._check_workdir()
+        spec.micro_batch_size(acc.num_processes)  # validates divisibility
+        set_seed(spec.seed)
+        self.model, self.tokenizer, self.enc = build_model(spec)
+        self.model.to(acc.device)
+        optimizer = self._optimizer(self.model)
+        self.scheduler = make_scheduler(optimizer, spec.steps, spec.warmup_steps, spec.schedule, spec.min_lr_ratio)
+        global_micro = spec.batch_size // spec.grad_accum
+        self.sampler = WeightedSampler(self.data.sizes, self.method.dataset_weights(spec, self.data), global_micro,
+                                       spec.seed, spec.sampling)
+        for name, size in zip(self.data.names, self.data.sizes):
+            if spec.sampling == "homogeneous" and size < global_micro and acc.is_main_process:
+                log.warning("source %s has %d rows, fewer than a global micro-batch of %d: its batches repeat "
+                            "rows, and a repeated positive is a false in-batch negative", name, size, global_micro)
+        mixed = acc.mixed_precision != "no"
+        self.ctx = TrainContext(spec=spec, data=self.data, model=self.model, tokenizer=self.tokenizer,
+                                device=acc.device, options=self.method.resolve_options(dict(spec.method_options)),
+                                sampler=self.sampler, rank=acc.process_index, world_size=acc.num_processes,
+                                autocast=acc.autocast if mixed else None)
+        self.method.configure(self.ctx)
+        self.wrapped, self.optimizer = acc.prepare(self.model, optimizer)
+
+    def _train_step(self, step: int) -> dict[str, Any]:
+        """One optimizer step (``grad_accum`` micro-batches); returns the log record."""
+        spec, acc, ctx = self.spec, self.acc, self.ctx
+        world = acc.num_processes
+        t0 = time.time()
+        ctx.step = step
         loss_scale = acc.scaler.scale if getattr(acc, "scaler", None) is not None else None
 
         def sync(last: bool):
-            return contextlib.nullcontext() if last or world == 1 else acc.no_sync(wrapped)
+            return contextlib.nullcontext() if last or world == 1 else acc.no_sync(self.wrapped)
 
         def step_weights():
             for name, wo in ctx.weight_optimizers.items():
                 wo.step(spec.grad_accum)
                 self.method.on_weight_step(name, ctx)
 
-        started = time.time()
-        last_saved = start
-        try:
-            for step in range(start, spec.steps):
-                t0 = time.time()
-                ctx.step = step
-                loss_sum, sample_sum = 0.0, 0.0
-                counts = np.zeros(len(self.data), dtype=np.int64)
-                for micro in range(spec.grad_accum):
-                    ctx.micro_step = micro
-                    examples = sampler.next_batch()
-                    batch = build_batch(examples, self.data, spec, step * spec.grad_accum + micro, rank, world)
-                    ctx.batch = tokenize_batch(batch, tokenizer, spec, enc["append_eos"])
-                    res = run_micro_batch(wrapped, ctx, self.method, backward=acc.backward, sync=sync,
-                                          step_weights=step_weights, gradcache_chunk=spec.gradcache_chunk_size,
-                                          loss_scale=loss_scale)
-                    loss_sum += res.loss
-                    sample_sum += res.mean_sample_loss
-                    counts += np.bincount(batch.global_group_ids, minlength=len(self.data))
-                grad_norm = None
-                if spec.max_grad_norm > 0:
-                    grad_norm = float(acc.clip_grad_norm_(wrapped.parameters(), spec.max_grad_norm))
-                lr = scheduler.get_last_lr()[0]
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                ctx.step = step + 1
-                ctx.batch = None
-                self.method.on_step_end(ctx)
-                means = D.all_reduce_sum(torch.tensor([loss_sum, sample_sum], dtype=torch.float64)) / (
-                    world * spec.grad_accum)
-                seconds = time.time() - t0
-                record = {"step": step + 1, "loss": float(means[0]), "infonce": float(means[1]), "lr": lr,
-                          "grad_norm": grad_norm, "examples_per_s": spec.batch_size / max(seconds, 1e-9),
-                          "seconds": seconds, "counts": {n: int(c) for n, c in zip(self.data.names, counts) if c},
-                          "method": self.method.scalars()}
-                self.step_losses.append(record["loss"])
-                logger.write(record, persist=(step + 1) % spec.log_every == 0 or step + 1 == spec.steps)
-                if spec.save_every and (step + 1) % spec.save_every == 0 and step + 1 < spec.steps:
-                    self._save(step + 1, model, tokenizer, enc, optimizer, scheduler, sampler, ctx, acc)
-                    last_saved = step + 1
-        finally:
-            logger.close()
-        if last_saved != spec.steps:
-            self._save(spec.steps, model, tokenizer, enc, optimizer, scheduler, sampler, ctx, acc)
-        return self._finish(model, tokenizer, enc, ctx, acc, time.time() - started)
+        loss_sum, sample_sum = 0.0, 0.0
+        counts = np.zeros(len(self.data), dtype=np.int64)
+        for micro in range(spec.grad_accum):
+            ctx.micro_step = micro
+            examples = self.sampler.next_batch()
+            batch = build_batch(examples, self.data, spec, step * spec.grad_accum + micro, acc.process_index, world)
+            ctx.batch = tokenize_batch(batch, self.tokenizer, spec, self.enc["append_eos"])
+            res = run_micro_batch(self.wrapped, ctx, self.method, backward=acc.backward, sync=sync,
+                                  step_weights=step_weights, gradcache_chunk=spec.gradcache_chunk_size,
+                                  loss_scale=loss_scale)
+            loss_sum += res.loss
+            sample_sum += res.mean_sample_loss
+            counts += np.bincount(batch.global_group_ids, minlength=len(self.data))
+        grad_norm = None
+        if spec.max_grad_norm > 0:
+            grad_norm = float(acc.clip_grad_norm_(self.wrapped.parameters(), spec.max_grad_norm))
+        lr = self.scheduler.get_last_lr()[0]
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        ctx.step, ctx.batch = step + 1, None
+        self.method.on_step_end(ctx)
+        means = D.all_reduce_sum(torch.tensor([loss_sum, sample_sum], dtype=torch.float64)) / (world * spec.grad_accum)
+        seconds = time.time() - t0
+        return {"step": step + 1, "loss": float(means[0]), "infonce": float(means[1]), "lr": lr,
+                "grad_norm": grad_norm, "examples_per_s": spec.batch_size / max(seconds, 1e-9), "seconds": seconds,
+                "counts": {n: int(c) for n, c in zip(self.data.names, counts) if c},
+                "method": self.method.scalars()}
 
     # ------------------------------------------------------------------ checkpoints
-    def _training_info(self, step: int, enc: dict[str, Any]) -> dict[str, Any]:
+    def _training_info(self, step: int) -> dict[str, Any]:
+        enc = self.enc
         return {"method": self.method.name, "step": step, "encoding": {k: v for k, v in enc.items() if k != "path"},
                 "base_model": enc["path"], "similarity": self.spec.similarity,
                 "instruction_template": self.spec.instruction_template if self.spec.use_instructions else "",
@@ -209,15 +224,16 @@ class Trainer:
                 "data": [{"name": d["name"], "rows": d["rows"]} for d in self.data.describe()],
                 "data_fingerprint": self.data.fingerprint()}
 
-    def _save(self, step, model, tokenizer, enc, optimizer, scheduler, sampler, ctx, acc) -> None:
-        settings = encoder_settings(self.spec, enc)
+    def _save(self, step: int) -> None:
+        acc, ctx = self.acc, self.ctx
+        settings = encoder_settings(self.spec, self.enc)
 
         def write_model(directory: Path) -> None:
-            save_model(model, tokenizer, directory, settings, self._training_info(step, enc))
+            save_model(self.model, self.tokenizer, directory, settings, self._training_info(step))
 
         def trainer_state() -> dict[str, Any]:
-            state = {"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                     "sampler": sampler.state_dict(), "spec_fingerprint": self.spec.fingerprint()}
+            state = {"step": step, "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                     "sampler": self.sampler.state_dict(), "spec_fingerprint": self.spec.fingerprint()}
             if getattr(acc, "scaler", None) is not None:
                 state["scaler"] = acc.scaler.state_dict()
             return state
@@ -227,14 +243,15 @@ class Trainer:
         save_checkpoint(self.workdir, step, write_model=write_model, trainer_state=trainer_state,
                         rank_state=rank_state, keep=self.spec.keep_checkpoints)
 
-    def _resume(self, path: Path, model, optimizer, scheduler, sampler, ctx, acc) -> int:
+    def _resume(self, path: Path) -> int:
+        acc, ctx = self.acc, self.ctx
         trainer_state, rank_state = load_checkpoint(path)
         if trainer_state["spec_fingerprint"] != self.spec.fingerprint():
             raise ConfigError(f"{path}: checkpoint was written under another spec")
-        load_weights(model, path / MODEL_DIR)
-        optimizer.load_state_dict(trainer_state["optimizer"])
-        scheduler.load_state_dict(trainer_state["scheduler"])
-        sampler.load_state_dict(trainer_state["sampler"])
+        load_weights(self.model, path / MODEL_DIR)
+        self.optimizer.load_state_dict(trainer_state["optimizer"])
+        self.scheduler.load_state_dict(trainer_state["scheduler"])
+        self.sampler.load_state_dict(trainer_state["sampler"])
         if "scaler" in trainer_state and getattr(acc, "scaler", None) is not None:
             acc.scaler.load_state_dict(trainer_state["scaler"])
         saved_wo = rank_state["weight_optimizers"]
@@ -249,22 +266,23 @@ class Trainer:
         log.info("resumed %s from %s (step %d)", self.workdir, path.name, step)
         return step
 
-    def _finish(self, model, tokenizer, enc, ctx, acc, seconds: float):
+    def _finish(self, seconds: float):
         from methods.base import DONE_FILE, Checkpoint
 
-        spec = self.spec
+        spec, acc = self.spec, self.acc
         if acc.is_main_process:
             merge = spec.lora is not None and spec.lora.merge_on_save
             with atomic_dir(self.workdir / FINAL_DIR) as tmp:
-                save_model(model, tokenizer, tmp, encoder_settings(spec, enc), self._training_info(spec.steps, enc),
-                           merge_lora=merge)
+                save_model(self.model, self.tokenizer, tmp, encoder_settings(spec, self.enc),
+                           self._training_info(spec.steps), merge_lora=merge)
             (self.workdir / METHOD_DIR).mkdir(exist_ok=True)
-            self.method.export(ctx, self.workdir / METHOD_DIR)
-            last = self.step_losses[-1] if self.step_losses else None
+            self.method.export(self.ctx, self.workdir / METHOD_DIR)
+            records = read_log(self.workdir / LOG_FILE)
             atomic_write_json(self.workdir / DONE_FILE, {
                 "model_dir": FINAL_DIR, "method": self.method.name, "step": spec.steps,
                 "spec_fingerprint": spec.fingerprint(), "data_fingerprint": self.data.fingerprint(),
-                "info": {"final_loss": last, "seconds_this_session": seconds, "processes": acc.num_processes}})
+                "info": {"final_loss": records[-1]["loss"] if records else None,
+                         "seconds_this_session": seconds, "processes": acc.num_processes}})
         D.barrier()
         return Checkpoint.load(self.workdir)
 
