@@ -55,11 +55,30 @@ with the written files.
 from harness.synthetic.spec import GENERATOR_VERSION, DomainSpec, LanguageSpec, WorldSpec
 from harness.synthetic.tiny import build_tokenizer, encoder_defaults, make_tiny_model
 from harness.synthetic.world import World, make_world, world_fingerprint
-from harness.synthetic.writer import (default_tiny_model_dir, default_world_dir, read_truth, read_world_info,
-                                      world_dir, write_world)
+from harness.synthetic.writer import (
+    default_tiny_model_dir,
+    default_world_dir,
+    read_truth,
+    read_world_info,
+    world_dir,
+    write_world,
+)
 
 __all__ = [
-    "GENERATOR_VERSION", "DomainSpec", "LanguageSpec", "WorldSpec", "World",
-    "make_world", "world_fingerprint", "write_world", "world_dir", "default_world_dir", "read_truth",
-    "read_world_info", "make_tiny_model", "build_tokenizer", "encoder_defaults", "default_tiny_model_dir",
+    "GENERATOR_VERSION",
+    "DomainSpec",
+    "LanguageSpec",
+    "World",
+    "WorldSpec",
+    "build_tokenizer",
+    "default_tiny_model_dir",
+    "default_world_dir",
+    "encoder_defaults",
+    "make_tiny_model",
+    "make_world",
+    "read_truth",
+    "read_world_info",
+    "world_dir",
+    "world_fingerprint",
+    "write_world",
 ]

@@ -15,9 +15,9 @@ import re
 from dataclasses import dataclass, field
 
 from harness.errors import ConfigError
-from harness.synthetic.spec import DomainSpec
 from harness.synthetic.rng import StableRng as Rng
 from harness.synthetic.rng import make_rng
+from harness.synthetic.spec import DomainSpec
 from harness.synthetic.vocab import Language
 
 _WORD_RE = re.compile(r"\w+")
@@ -161,7 +161,7 @@ class _Index:
 
 def _chosen(rng: Rng, n: int, rate: float) -> set[int]:
     """Exactly ``round(rate * n)`` indices out of ``n`` (planted shares are exact, not Bernoulli)."""
-    k = int(round(rate * n))
+    k = round(rate * n)
     return set(rng.sample(range(n), k))
 
 
@@ -234,10 +234,10 @@ def _make_test_set(data: DomainData, f: _Factory) -> None:
             rec["target"] = index.add(target)
             rec["relevant"].add(rec["target"])
             for _ in range(spec.eval_near_duplicates):
-                dup = _safe_extra(f, lambda: f.near_duplicate(target, concepts), asked)
+                dup = _safe_extra(f, lambda t=target, c=concepts: f.near_duplicate(t, c), asked)
                 rec["near_duplicates"].append(index.add(dup))
             if i in with_fn:
-                twin = _safe_extra(f, lambda: f.twin(target, concepts), asked)
+                twin = _safe_extra(f, lambda t=target, c=concepts: f.twin(t, c), asked)
                 rec["false_negatives"].append(index.add(twin))
                 rec["relevant"].add(rec["false_negatives"][-1])
         asked.append(concepts)
@@ -371,7 +371,7 @@ def _make_train_rows(data: DomainData, f: _Factory) -> None:
                     negs.append(f.near_duplicate(target, concepts))
                     near_dups.append(j)
                 else:
-                    negs.append(_safe_extra(f, lambda: f.doc(target.topic), [concepts]))
+                    negs.append(_safe_extra(f, lambda t=target.topic: f.doc(t), [concepts]))
             if i in with_fn:
                 j = rng.randrange(spec.n_hard_negatives)
                 negs[j] = f.twin(target, concepts)

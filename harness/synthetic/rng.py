@@ -11,7 +11,8 @@ from __future__ import annotations
 import bisect
 import hashlib
 import random
-from typing import Sequence, TypeVar
+from collections.abc import Sequence
+from typing import TypeVar
 
 T = TypeVar("T")
 

@@ -123,7 +123,7 @@ class WorldSpec:
                 "domains": [asdict(d) for d in self.domains]}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "WorldSpec":
+    def from_dict(cls, data: dict) -> WorldSpec:
         try:
             languages = tuple(LanguageSpec(**x) for x in data["languages"])
             domains = tuple(DomainSpec(**d) for d in data["domains"])
@@ -148,13 +148,13 @@ class WorldSpec:
                 return dom
         raise ConfigError(f"unknown domain {name!r}; the spec defines {[d.name for d in self.domains]}")
 
-    def with_domain(self, domain: str, /, **changes) -> "WorldSpec":
+    def with_domain(self, domain: str, /, **changes) -> WorldSpec:
         """A copy with one domain's fields changed (e.g. ``false_positive_rate=0.3``)."""
         self.domain(domain)
         domains = tuple(replace(d, **changes) if d.name == domain else d for d in self.domains)
         return replace(self, domains=domains, name=f"{self.name}*")
 
-    def without_domains(self, *names: str) -> "WorldSpec":
+    def without_domains(self, *names: str) -> WorldSpec:
         """A copy without the named domains (e.g. switch the noise domain off)."""
         for n in names:
             self.domain(n)
@@ -162,7 +162,7 @@ class WorldSpec:
 
     # ----- presets --------------------------------------------------------------------
     @classmethod
-    def default(cls) -> "WorldSpec":
+    def default(cls) -> WorldSpec:
         """The embedded default benchmark: 6 domains in 5 scripts, every planted effect mild.
 
         * ``latin_qa`` (Latin, easy QA retrieval, 400 rows; 5% false-positive training
@@ -198,7 +198,7 @@ class WorldSpec:
         ), name="default")
 
     @classmethod
-    def tdro(cls) -> "WorldSpec":
+    def tdro(cls) -> WorldSpec:
         """Domain-level structure for tDRO, emphasised; no per-row label errors.
 
         Easy domains that differ in query length (four, three or two concepts) and
@@ -225,7 +225,7 @@ class WorldSpec:
         ), name="tdro")
 
     @classmethod
-    def peg(cls) -> "WorldSpec":
+    def peg(cls) -> WorldSpec:
         """Planted false positives and near-duplicate hard negatives, for PEG.
 
         Four clean-topic domains, no noise or synonym domain.  In every domain 20%
@@ -234,8 +234,8 @@ class WorldSpec:
         that keeps all but one query concept (so it scores close to the positive);
         10% of rows also carry a relevant passage among their negatives.
         """
-        common = dict(false_positive_rate=0.2, false_negative_rate=0.1, near_duplicate_rate=1.0,
-                      eval_false_negative_rate=0.1)
+        common = {"false_positive_rate": 0.2, "false_negative_rate": 0.1, "near_duplicate_rate": 1.0,
+                  "eval_false_negative_rate": 0.1}
         return cls(_LANGUAGES, (
             DomainSpec("latin_qa", "xla", task="qa", n_train=400, n_docs=300, n_test_queries=60, query_terms=3,
                        near_duplicate_keep=2, **common),

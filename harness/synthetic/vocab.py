@@ -16,8 +16,8 @@ no other word uses, so an answer is found only where its entity occurs.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from harness.synthetic.rng import StableRng, make_rng
 from harness.synthetic.spec import LanguageSpec

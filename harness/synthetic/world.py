@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from harness.synthetic.domains import DomainData, generate_domain
 from harness.synthetic.spec import GENERATOR_VERSION, WorldSpec

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from harness.synthetic import WorldSpec, make_world, make_tiny_model
+from harness.synthetic import WorldSpec, make_tiny_model, make_world
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -5,6 +5,7 @@ character bigrams, as Lucene's CJK analyzer does.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
@@ -18,7 +19,7 @@ def tokens(text: str, spaced: bool) -> list[str]:
     if spaced:
         return _WORD.findall(text)
     chars = [c for c in text if c.isalnum() or "\u0e00" <= c <= "\u0e7f"]
-    return [a + b for a, b in zip(chars, chars[1:])]
+    return [a + b for a, b in itertools.pairwise(chars)]
 
 
 def contains(text: str, word: str, spaced: bool) -> bool:

@@ -4,9 +4,15 @@ from __future__ import annotations
 import time
 
 from harness.data import load_beir
+from harness.synthetic import (
+    WorldSpec,
+    default_tiny_model_dir,
+    default_world_dir,
+    read_world_info,
+    world_dir,
+    world_fingerprint,
+)
 from harness.synthetic.tiny import tiny_model_fingerprint
-from harness.synthetic import (WorldSpec, default_tiny_model_dir, default_world_dir, read_world_info,
-                               world_dir, world_fingerprint)
 
 
 def test_default_world_is_materialised_once(tmp_path, world):

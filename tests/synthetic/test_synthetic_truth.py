@@ -62,7 +62,7 @@ def test_relevant_documents_are_exactly_those_containing_every_concept(written):
 
 def test_false_positives_are_labelled_and_unrelated(written):
     total = 0
-    for name, (ds, _, _, truth, spaced) in written.items():
+    for ds, _, _, truth, spaced in written.values():
         passages = _passages(ds)
         for t in truth["test"]:
             for d in t["false_positives"]:
@@ -75,7 +75,7 @@ def test_false_positives_are_labelled_and_unrelated(written):
 
 def test_false_negatives_are_unlabelled_but_contain_the_query_words_and_answer(written):
     total = 0
-    for name, (ds, answers, _, truth, spaced) in written.items():
+    for ds, answers, _, truth, spaced in written.values():
         passages = _passages(ds)
         for t in truth["test"]:
             for d in t["false_negatives"]:
@@ -99,7 +99,7 @@ def test_answers_occur_only_in_relevant_documents(written):
 
 
 def test_near_duplicates_share_most_words_but_are_not_relevant(written):
-    for name, (ds, _, _, truth, spaced) in written.items():
+    for ds, _, _, truth, spaced in written.values():
         if not spaced:
             continue
         passages = _passages(ds)
@@ -114,7 +114,7 @@ def test_near_duplicates_share_most_words_but_are_not_relevant(written):
 
 
 def test_noise_domain_labels_unrelated_documents(written):
-    ds, _, rows, truth, spaced = written["latin_noisy"]
+    ds, _, _, truth, spaced = written["latin_noisy"]
     passages = _passages(ds)
     assert all(t["label_noise"] and t["relevant"] == [] for t in truth["test"])
     for t in truth["test"]:
@@ -151,7 +151,7 @@ def test_training_row_truth(written, world):
 
 
 def test_peg_world_plants_twenty_percent_false_positive_rows(peg_world):
-    for name, data in peg_world.domains.items():
+    for data in peg_world.domains.values():
         share = sum(t["is_false_positive"] for t in data.train_truth) / len(data.train_truth)
         assert share == pytest.approx(0.2, abs=0.002)
         near = sum(len(t["near_duplicate_negs"]) for t in data.train_truth)

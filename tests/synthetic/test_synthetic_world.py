@@ -4,7 +4,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -16,15 +15,6 @@ from harness.synthetic import WorldSpec, make_world, read_truth, read_world_info
 def _file_hashes(directory: Path) -> dict[str, str]:
     return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(directory.rglob("*")) if p.is_file()}
-
-
-def test_default_generation_is_fast():
-    # Measured on 2 shared CPU cores: about 0.5-1.5 s; the bound leaves room for a loaded machine.
-    start = time.perf_counter()
-    world = make_world()
-    elapsed = time.perf_counter() - start
-    assert len(world.domains) == 6
-    assert elapsed < 6.0, f"default world took {elapsed:.2f} s"
 
 
 def test_sizes_follow_the_spec(world):
@@ -94,7 +84,7 @@ def test_rewriting_is_byte_identical_and_seeds_differ(world, world_dir, tmp_path
     other = make_world(seed=1).write(tmp_path / "seed1")
     first, second = _file_hashes(world_dir), _file_hashes(other)
     assert first.keys() == second.keys()
-    assert all(first[k] != second[k] for k in first if k.endswith(".jsonl") or k.endswith("truth.json"))
+    assert all(first[k] != second[k] for k in first if k.endswith((".jsonl", "truth.json")))
 
 
 def test_domains_are_generated_independently(world):
