@@ -1,10 +1,15 @@
 """Tiny random-initialised Hugging Face models with a tokenizer over a world's vocabulary.
 
 ``make_tiny_model`` writes a folder that ``transformers.AutoModel`` and
-``AutoTokenizer`` load offline: a BERT encoder (saved with its masked-LM head, so
-``AutoModelForMaskedLM`` works too) or a Qwen2 decoder (saved with its LM head),
-a fast WordPiece tokenizer, and ``harness_encoder.json`` with the encoder
-defaults (pooling, normalisation, EOS, max lengths).
+``AutoTokenizer`` load offline: a BERT encoder (optionally saved with its
+masked-LM head) or a Llama-architecture decoder (saved with its tied LM head, so
+``AutoModelForCausalLM`` works too), a fast WordPiece tokenizer, and
+``harness_encoder.json`` with the encoder defaults (pooling, normalisation, EOS,
+max lengths).  The decoder is Llama rather than Qwen2 because recent transformers
+versions load a ``qwen2`` folder's tokenizer with Qwen2's own class, which rebuilds
+a byte-level pipeline and ignores ``tokenizer.json``'s pre-tokenizer; the saved
+``tokenizer_config.json`` names the generic ``PreTrainedTokenizerFast`` for the
+same reason.
 
 The tokenizer normalises with NFKC and lower-casing, makes every CJK character
 its own piece (as Chinese BERT models do), then splits on spaces and punctuation.
@@ -14,8 +19,9 @@ WordPiece's greedy longest match into the Thai vocabulary words (``w`` and
 ``##w`` entries), with single characters as the fallback.  The vocabulary holds
 every word of the world's spaced scripts, the Thai words, every character the
 world uses, the prompt words, and single-character pieces (``x`` and ``##x``) for
-all of them plus printable ASCII, so any text in these scripts or in English
-tokenises without ``[UNK]``.
+all of them plus printable ASCII, Latin-1/Latin Extended-A letters, Cyrillic,
+Thai and the basic CJK block, so any text in these scripts or in English
+tokenises without ``[UNK]`` (about 37k entries for the default world).
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ import re
 import unicodedata
 from pathlib import Path
 
+from harness.errors import ConfigError
 from harness.io import atomic_dir
 from harness.synthetic.world import World
 
@@ -124,7 +131,6 @@ def build_tokenizer(world: World, kind: str = "bert", model_max_length: int = 25
 
 def _check_kind(kind: str) -> None:
     if kind not in KINDS:
-        from harness.errors import ConfigError
         raise ConfigError(f"unknown tiny model kind {kind!r} (choose from {KINDS})")
 
 
@@ -152,16 +158,17 @@ def make_tiny_model(directory: str | Path, world: World, hidden: int = 32, layer
                     seed: int = 0, kind: str = "bert", max_positions: int = 256, mlm_head: bool = False) -> Path:
     """Write a tiny random model, its tokenizer and ``harness_encoder.json`` into ``directory``.
 
-    ``kind="bert"`` gives a BERT encoder (mean pooling), ``kind="decoder"`` a Qwen2
-    causal LM backbone (last-token pooling, EOS appended).  Weights depend only on
-    the seed and the sizes: the same call writes the same bytes.
+    ``kind="bert"`` gives a BERT encoder (mean pooling; with ``mlm_head`` saved as a
+    masked LM, for SPLADE-style tests), ``kind="decoder"`` a Llama-architecture causal
+    LM (last-token pooling, EOS appended; the same block structure as Qwen/Mistral).
+    Weights depend only on the seed and the sizes: the same call writes the same bytes.
+    The directory is written atomically (built under a temporary name, then renamed).
     """
     import torch
     from transformers import BertForMaskedLM, BertModel, LlamaForCausalLM
 
     _check_kind(kind)
     if hidden % heads:
-        from harness.errors import ConfigError
         raise ConfigError(f"hidden ({hidden}) must be divisible by heads ({heads})")
     tokenizer = build_tokenizer(world, kind, model_max_length=max_positions)
     config = _config(kind, len(tokenizer), tokenizer, hidden, layers, heads, max_positions)
