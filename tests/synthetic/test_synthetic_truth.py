@@ -157,3 +157,17 @@ def test_peg_world_plants_twenty_percent_false_positive_rows(peg_world):
         near = sum(len(t["near_duplicate_negs"]) for t in data.train_truth)
         fn = sum(len(t["false_negative_negs"]) for t in data.train_truth)
         assert near + fn == 3 * len(data.train_truth)
+
+
+def test_unspaced_answers_defeat_whitespace_token_matching(written):
+    # The trap the world plants for answer containment: in CJK and Thai an answer is
+    # inside an unsegmented run, so matching whitespace tokens (as the DPR
+    # tokenizer-based matcher effectively does) never finds it; substrings do.
+    for name in ("cjk_qa", "thai_sts"):
+        ds, answers, _, truth, _ = written[name]
+        passages = _passages(ds)
+        for t in truth["test"]:
+            text = passages[t["target"]].casefold()
+            answer = answers[t["query_id"]][0].casefold()
+            assert answer in text
+            assert answer not in text.split()
