@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import pkgutil
 import sys
 
@@ -25,6 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train, ablate and statistically compare text retrievers.",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads for torch (default: $HARNESS_NUM_THREADS or torch's default); 1 is "
+                             "fastest for tiny models and on a machine shared with other jobs")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
@@ -44,10 +48,26 @@ def setup_logging(verbosity: int) -> None:
     logging.getLogger("harness").setLevel(min(level, logging.INFO))
 
 
+def _quiet_libraries() -> None:
+    """Library progress bars (weight loading/saving) drown our own; our bars stay on."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _set_threads(threads: int | None) -> None:
+    threads = threads or (int(os.environ["HARNESS_NUM_THREADS"]) if os.environ.get("HARNESS_NUM_THREADS") else None)
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _quiet_libraries()
     parser = build_parser()
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
+    _set_threads(args.threads)
     try:
         result = args.func(args)
     except HarnessError as exc:
