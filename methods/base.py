@@ -94,6 +94,10 @@ class Method:
     description: ClassVar[str] = ""
     presets: ClassVar[dict[str, dict[str, Any]]] = {}     # scale -> TrainSpec overrides
     default_options: ClassVar[dict[str, Any]] = {}        # method_options and their defaults
+    # Where training runs are cached by content key.  The suite runner points it at its
+    # ``cells/train`` folder, so a run a method depends on (e.g. tDRO's reference model)
+    # that is also a suite cell (the uniform baseline) is trained once and shared.
+    cells_root: Path | None = None
 
     # ------------------------------------------------------------------ configuration
     @classmethod
@@ -157,6 +161,26 @@ class Method:
 
     def export(self, ctx: "TrainContext", directory: Path) -> None:
         """Write method outputs (e.g. learned weights) into ``directory`` at the end of training."""
+
+    # ------------------------------------------------------------------ dependencies
+    @staticmethod
+    def run_key(method: str, spec: "TrainSpec", data: "TrainingData") -> str:
+        """The content key of a training run (the suite runner keys its cells the same way)."""
+        from harness.ablation.cells import content_key
+
+        return content_key({"method": method, "spec": spec.result_dict(), "data": data.fingerprint()})
+
+    def train_dependency(self, method: str, spec: "TrainSpec", data: "TrainingData",
+                         workdir: str | Path) -> Checkpoint:
+        """Train (or reuse) another method's run that this one builds on.
+
+        The run lives in ``cells_root/<key>`` when a runner set ``cells_root`` (shared with
+        identical suite cells), else in ``<workdir>/deps/<key>``; it resumes like any run.
+        """
+        root = self.cells_root if self.cells_root is not None else Path(workdir) / "deps"
+        dependency = get_method(method)
+        dependency.cells_root = root
+        return dependency.train(spec, data, root / self.run_key(method, spec, data))
 
     # ------------------------------------------------------------------ train / encode
     def train(self, spec: "TrainSpec", data: "TrainingData", workdir: str | Path) -> Checkpoint:

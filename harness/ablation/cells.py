@@ -89,6 +89,7 @@ def expand_train_cells(suite: AblationSuite, scale: str, load_data: bool = True)
         overrides = variant_train_overrides(suite, variant, scale)
         overrides["model"] = model
         spec = method.spec(scale if scale in method.presets else _nearest_preset(method, scale), **overrides)
+        # Same formula as Method.run_key, so method dependencies find suite cells.
         config = {"method": variant.method, "spec": spec.result_dict(), "data": data_fp}
         cells.append(TrainCell(suite.name, scale, variant, variant.method, model, spec, entries, data_fp,
                                content_key(config), config))

@@ -3,7 +3,6 @@
 Results layout under ``results_root``::
 
     cells/train/<key>/          one training run per training cell (method workdir, resumable)
-    cells/artifacts/            intermediate artifacts methods share between cells (e.g. tDRO weights)
     cells/eval/<key>/           one result directory per (training cell, benchmark)
     suites/<suite>/<scale>/     table.md, table.tex, comparisons.json, summary.json
 
@@ -106,7 +105,7 @@ class SuiteRun:
         from harness.data.collections import load_training_data
 
         method = get_method(cell.method)
-        method.artifacts_dir = self.root / "cells" / "artifacts"
+        method.cells_root = self.root / "cells" / "train"
         spec = cell.spec.replace(progress=self.progress)
         log.info("training %s (%s, %s steps) in %s", cell.variant.id, cell.method, spec.steps, workdir)
         start = time.perf_counter()
