@@ -60,6 +60,7 @@ from harness.synthetic.writer import (
     default_world_dir,
     read_truth,
     read_world_info,
+    tiny_model_dir,
     world_dir,
     write_world,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "make_world",
     "read_truth",
     "read_world_info",
+    "tiny_model_dir",
     "world_dir",
     "world_fingerprint",
     "write_world",

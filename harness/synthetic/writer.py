@@ -110,18 +110,29 @@ def default_world_dir(cache_root: str | Path | None = None) -> Path:
     return world_dir(WorldSpec.default(), 0, cache_root)
 
 
-def default_tiny_model_dir(kind: str = "bert", cache_root: str | Path | None = None, hidden: int = 32,
-                           layers: int = 2, heads: int = 2, seed: int = 0) -> Path:
-    """A tiny model over the default world's vocabulary, written once into the cache; its path."""
-    spec = WorldSpec.default()
+def tiny_model_dir(spec: WorldSpec | None = None, kind: str = "bert", cache_root: str | Path | None = None,
+                   hidden: int = 32, layers: int = 2, heads: int = 2, seed: int = 0, world_seed: int = 0) -> Path:
+    """A tiny model over the vocabulary of ``make_world(spec, world_seed)``, written once into the cache.
+
+    The entry is ``<cache>/synthetic/tiny-<spec name>-<kind>-<key>``, keyed by the
+    world's fingerprint and the model options (``seed`` seeds the weights).
+    """
+    spec = spec or WorldSpec.default()
     options = {"kind": kind, "hidden": hidden, "layers": layers, "heads": heads, "seed": seed}
-    key = tiny_model_fingerprint(world_fingerprint(spec, 0), **options)
-    directory = resolve_cache_root(cache_root) / "synthetic" / f"tiny-{kind}-{key[:16]}"
+    key = tiny_model_fingerprint(world_fingerprint(spec, world_seed), **options)
+    directory = resolve_cache_root(cache_root) / "synthetic" / f"tiny-{spec.name}-{kind}-{key[:16]}"
     if (directory / "harness_encoder.json").exists():
         return directory
     try:
-        make_tiny_model(directory, make_world(spec, 0), **options)
+        make_tiny_model(directory, make_world(spec, world_seed), **options)
     except OSError:
         if not (directory / "harness_encoder.json").exists():
             raise
     return directory
+
+
+def default_tiny_model_dir(kind: str = "bert", cache_root: str | Path | None = None, hidden: int = 32,
+                           layers: int = 2, heads: int = 2, seed: int = 0) -> Path:
+    """A tiny model over the default world's vocabulary, written once into the cache; its path."""
+    return tiny_model_dir(WorldSpec.default(), kind, cache_root, hidden=hidden, layers=layers, heads=heads,
+                          seed=seed)

@@ -9,6 +9,7 @@ from harness.synthetic import (
     default_tiny_model_dir,
     default_world_dir,
     read_world_info,
+    tiny_model_dir,
     world_dir,
     world_fingerprint,
 )
@@ -56,4 +57,13 @@ def test_default_tiny_model_is_cached(tmp_path):
     other_seed = tiny_model_fingerprint(world_fingerprint(WorldSpec.default(), 0), kind="bert", hidden=32, layers=2,
                                         heads=2, seed=1)
     assert other_seed[:16] not in path.name
-    assert path.name.startswith("tiny-bert-")
+    assert path.name.startswith("tiny-default-bert-")
+
+
+def test_tiny_models_of_other_presets_are_separate_entries(tmp_path):
+    from transformers import AutoTokenizer
+
+    path = tiny_model_dir(WorldSpec.peg(), "decoder", tmp_path)
+    assert path.name.startswith("tiny-peg-decoder-")
+    assert tiny_model_dir(WorldSpec.peg(), "decoder", tmp_path) == path
+    assert AutoTokenizer.from_pretrained(path).eos_token == "[EOS]"
