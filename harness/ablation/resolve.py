@@ -69,19 +69,6 @@ def resolve_model(name: str) -> str:
     preset, _, kind = name[len(SYNTHETIC_PREFIX):].partition("/")
     if kind not in TINY_MODEL_KINDS:
         raise ConfigError(f"synthetic model {name!r}: expected synthetic:<preset>/tiny-bert or .../tiny-decoder")
-    return str(tiny_model_dir(preset, TINY_MODEL_KINDS[kind]))
+    from harness.synthetic import tiny_model_dir
 
-
-def tiny_model_dir(preset: str, kind: str) -> Path:
-    """A tiny random model whose tokenizer covers the world of ``preset``, built once into the cache."""
-    from harness.synthetic import make_tiny_model, make_world, world_fingerprint
-    from harness.synthetic.tiny import tiny_model_fingerprint
-    from harness.synthetic.writer import resolve_cache_root
-
-    spec = _world_spec(preset)
-    options = {"kind": kind, "hidden": 32, "layers": 2, "heads": 2, "seed": 0}
-    key = tiny_model_fingerprint(world_fingerprint(spec, 0), **options)
-    directory = resolve_cache_root() / "synthetic" / f"tiny-{preset}-{kind}-{key[:16]}"
-    if not (directory / "harness_encoder.json").exists():
-        make_tiny_model(directory, make_world(spec, 0), **options)
-    return directory
+    return str(tiny_model_dir(_world_spec(preset), kind=TINY_MODEL_KINDS[kind]))
