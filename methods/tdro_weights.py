@@ -49,10 +49,17 @@ def _stage1_preset(scale: str) -> dict[str, Any]:
 
 def same_tokenization(a: Any, b: Any) -> bool:
     """True when two (fast) tokenizers turn text into the same ids and padding."""
+    import json
+
     backend_a, backend_b = getattr(a, "backend_tokenizer", None), getattr(b, "backend_tokenizer", None)
     if backend_a is None or backend_b is None:
         return False
-    return (backend_a.to_str() == backend_b.to_str() and a.padding_side == b.padding_side
+
+    def pipeline(backend) -> dict:
+        # Truncation and padding are per-call state (every tokenize call sets them), not the pipeline.
+        return {k: v for k, v in json.loads(backend.to_str()).items() if k not in ("truncation", "padding")}
+
+    return (pipeline(backend_a) == pipeline(backend_b) and a.padding_side == b.padding_side
             and a.pad_token_id == b.pad_token_id and a.eos_token_id == b.eos_token_id)
 
 
