@@ -87,6 +87,20 @@ class Checkpoint:
                    info=obj.get("info", {}))
 
 
+@dataclass(frozen=True)
+class PlannedRun:
+    """A training run a method trains (or reuses) before its own, for dry-run plans.
+
+    ``frozen_forwards``: extra no-grad forward passes per step of another model of the
+    same size (e.g. tDRO's frozen reference), counted in compute estimates.
+    """
+
+    label: str
+    method: str
+    spec: "TrainSpec"
+    frozen_forwards: int = 0
+
+
 class Method:
     """Base class: the uniform-loss behaviour; subclasses override the hooks they need."""
 
@@ -163,6 +177,15 @@ class Method:
         """Write method outputs (e.g. learned weights) into ``directory`` at the end of training."""
 
     # ------------------------------------------------------------------ dependencies
+    def planned_dependencies(self, spec: "TrainSpec") -> list[PlannedRun]:
+        """The runs ``train`` obtains through :meth:`train_dependency` first, in order (none by default);
+        dry runs list them and count their compute once per distinct run."""
+        return []
+
+    def frozen_forwards(self, spec: "TrainSpec") -> int:
+        """Extra no-grad forwards of a same-size frozen model per step of this method's own run."""
+        return 0
+
     @staticmethod
     def run_key(method: str, spec: "TrainSpec", data: "TrainingData") -> str:
         """The content key of a training run (the suite runner keys its cells the same way)."""

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from harness.errors import ConfigError
-from methods.base import Method, register_method
+from methods.base import Method, PlannedRun, register_method
 from methods.uniform import Uniform
 
 if TYPE_CHECKING:
@@ -326,6 +326,18 @@ class Tdro(Method):
         return opts
 
     # ------------------------------------------------------------------ stage 1
+    def planned_dependencies(self, spec: "TrainSpec") -> list[PlannedRun]:
+        opts = self.resolve_options(dict(spec.method_options))
+        if opts["weights"] is not None:
+            return []
+        from methods.base import get_method
+
+        s1 = stage1_spec(spec, opts)
+        weights = get_method("tdro-weights")
+        return [*weights.planned_dependencies(s1),
+                PlannedRun(f"stage 1 (tdro-weights, {opts['measure']})", "tdro-weights", s1,
+                           weights.frozen_forwards(s1))]
+
     def learned_weights(self, spec: "TrainSpec", data: "TrainingData", workdir: str | Path) -> np.ndarray:
         """Alpha per source (in ``data`` order): given weights, or stage 1 trained/reused as a dependency."""
         opts = self.resolve_options(dict(spec.method_options))

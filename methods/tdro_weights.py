@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from harness.errors import ConfigError
-from methods.base import Method, register_method
+from methods.base import Method, PlannedRun, register_method
 from methods.tdro import (MEASURES, MODES, STAGE1_DEFAULTS, STAGE1_FIXED, TOP_PERCENTS, group_measurements,
                           select_bottom, select_top, weighted_proxy_loss)
 from methods.uniform import Uniform
@@ -83,6 +83,8 @@ class TdroWeights(Method):
         self.updates = 0
         self.trajectory: list[list[float]] = []
         self.last_measurement: list[float] = []
+        self.group_losses: dict[str, float] = {}
+        self.names: list[str] = []
 
     def resolve_options(self, options: dict[str, Any]) -> dict[str, Any]:
         opts = super().resolve_options(options)
@@ -103,6 +105,18 @@ class TdroWeights(Method):
                    "n_hard_negatives": 1, "grad_accum": 1, "dataset_weights": None}
         return _spec_with(spec, changes, {}).result_dict()
 
+    def planned_dependencies(self, spec) -> list[PlannedRun]:
+        from harness.train.spec import TrainSpec
+
+        opts = self.resolve_options(dict(spec.method_options))
+        if opts["measure"] == "proxy" or opts["reference_model"]:
+            return []
+        return [PlannedRun("reference (uniform)", "uniform", TrainSpec.from_dict(opts["reference"] or
+                                                                                 self.default_reference(spec)))]
+
+    def frozen_forwards(self, spec) -> int:
+        return 0 if self.resolve_options(dict(spec.method_options))["measure"] == "proxy" else 1
+
     def train(self, spec, data, workdir: str | Path):
         from harness.train.spec import TrainSpec
 
@@ -121,6 +135,7 @@ class TdroWeights(Method):
         import torch
 
         opts = ctx.options
+        self.names = list(ctx.data.names)
         start = np.asarray(self.dataset_weights(ctx.spec, ctx.data), dtype=np.float64)
         if np.any(start <= 0):
             raise ConfigError("tdro-weights: every initial dataset weight must be > 0 (log alpha)")
@@ -160,12 +175,27 @@ class TdroWeights(Method):
         gathered_ref = None if ref is None else ctx.all_gather(ref.detach())
         m = group_measurements(ctx.all_gather(proxy), gathered_ref, ctx.all_gather(out.group_ids), len(ctx.data),
                                measure=ctx.options["measure"], mode=ctx.options["mode"])
+        self._log_group_losses(ctx, proxy, ref, out.group_ids)
         m = m.to(self.log_alpha.device)
         if self.log_alpha.grad is None:
             self.log_alpha.grad = m.clone()
         else:
             self.log_alpha.grad.add_(m)
         self.last_measurement = m.tolist()
+
+    def _log_group_losses(self, ctx, proxy, ref, group_ids) -> None:
+        """Per-dataset mean losses of this micro-batch (proxy and reference), for the training log."""
+        import torch
+
+        k = len(ctx.data)
+        ids = group_ids.to(proxy.device).long()
+        counts = torch.zeros(k, device=proxy.device).index_add_(0, ids, torch.ones_like(proxy))
+        present = (counts > 0).tolist()
+        means = {"proxy_loss": torch.zeros(k, device=proxy.device).index_add_(0, ids, proxy.float()) / counts.clamp(min=1)}
+        if ref is not None:
+            means["ref_loss"] = torch.zeros(k, device=proxy.device).index_add_(0, ids, ref.float()) / counts.clamp(min=1)
+        self.group_losses = {f"{kind}/{name}": float(v) for kind, values in means.items()
+                             for name, v, here in zip(ctx.data.names, values.tolist(), present) if here}
 
     def on_weight_step(self, name: str, ctx) -> None:
         import torch
@@ -194,8 +224,12 @@ class TdroWeights(Method):
         if self.log_alpha is None:
             return {}
         alpha = self.alpha()
-        return {"alpha_max": float(alpha.max()), "alpha_min": float(alpha.min()),
-                "alpha_entropy": float(-(alpha * np.log(np.clip(alpha, 1e-30, None))).sum())}
+        out = {"alpha_max": float(alpha.max()), "alpha_min": float(alpha.min()),
+               "alpha_entropy": float(-(alpha * np.log(np.clip(alpha, 1e-30, None))).sum())}
+        out.update({f"alpha/{name}": float(a) for name, a in zip(self.names, alpha)})
+        out.update({f"M/{name}": float(m) for name, m in zip(self.names, self.last_measurement)})
+        out.update(self.group_losses)
+        return out
 
     # ------------------------------------------------------------------ state and outputs
     def state_dict(self) -> dict[str, Any]:

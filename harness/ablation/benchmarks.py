@@ -9,7 +9,7 @@ import hashlib
 
 import numpy as np
 
-from harness.ablation.resolve import resolve_path
+from harness.ablation.resolve import require_resolved, resolve_path
 from harness.ablation.spec import BenchmarkRef
 from suites.base import LoadedBenchmark, get_suite
 
@@ -24,7 +24,9 @@ def _rng(*parts: object) -> np.random.Generator:
 def load_benchmark_ref(ref: BenchmarkRef, metrics: list[str]) -> LoadedBenchmark:
     """Load one benchmark of a suite file, apply its subset options, add the table metrics to the card."""
     suite = get_suite(ref.suite)
-    loaded = suite.load(resolve_path(ref.dataset_dir), **ref.options)
+    directory = resolve_path(ref.dataset_dir)
+    require_resolved(str(directory), f"benchmark {ref.id!r}: dataset_dir")
+    loaded = suite.load(directory, **ref.options)
     wanted = tuple(dict.fromkeys(tuple(loaded.card.metrics) + tuple(metrics)))
     loaded.card = loaded.card.with_(metrics=wanted)
     if ref.max_queries or ref.corpus_sample is not None:

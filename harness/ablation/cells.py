@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.ablation.resolve import resolve_data_entry, resolve_model
+from harness.ablation.resolve import require_resolved, resolve_data_entry, resolve_model
 from harness.ablation.spec import NO_TRAINING, AblationSuite, BenchmarkRef, Variant
 from harness.errors import ConfigError
 
@@ -76,6 +76,7 @@ def expand_train_cells(suite: AblationSuite, scale: str, load_data: bool = True)
     if load_data:
         from harness.data.collections import load_training_data
 
+        require_resolved(entries, f"suite {suite.name!r} scale {scale!r}: training data")
         data_fp = load_training_data(entries).fingerprint()
     cells = []
     for variant in suite.variants:
@@ -107,9 +108,13 @@ def expand_eval_cells(train_cells: list[TrainCell], benchmarks: list[BenchmarkRe
     cells = []
     for tc in train_cells:
         for b in benchmarks:
-            key = content_key({"train": tc.key, "benchmark": b.suite, "card": card_fingerprints[b.id]})
-            cells.append(EvalCell(tc, b, key))
+            cells.append(EvalCell(tc, b, eval_key(tc.key, b.suite, card_fingerprints[b.id])))
     return cells
+
+
+def eval_key(train_key: str, benchmark_suite: str, card_fingerprint: str) -> str:
+    """The content key of an evaluation cell: its training cell, benchmark suite and protocol card."""
+    return content_key({"train": train_key, "benchmark": benchmark_suite, "card": card_fingerprint})
 
 
 def shard_filter(cells: list[TrainCell], shard: tuple[int, int]) -> list[TrainCell]:

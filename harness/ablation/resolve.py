@@ -2,6 +2,10 @@
 
 * ``{shared}``: the real-data root, ``$HARNESS_SHARED_DATA`` or ``../shared/data``
   beside the repository;
+* ``{<name>}`` (any other lower-case name, e.g. ``{tdro_data}``): a user's data root,
+  taken from the environment variable ``HARNESS_<NAME>`` (``HARNESS_TDRO_DATA``).
+  An unset placeholder stays in the text, so a dry run can still print the plan;
+  :func:`require_resolved` turns it into a clear error where the data is needed;
 * ``synthetic:<preset>[/sub/path]``: the synthetic world of a preset
   (``WorldSpec.<preset>()``, seed 0), generated into the cache on first use;
 * model ``synthetic:<preset>/tiny-bert`` or ``.../tiny-decoder``: a tiny random model
@@ -10,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +44,47 @@ def synthetic_world(preset: str) -> Path:
     return world_dir(_world_spec(preset), 0)
 
 
+_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
+
+
+def placeholder_variable(name: str) -> str:
+    """The environment variable behind ``{name}``: ``tdro_data`` -> ``HARNESS_TDRO_DATA``."""
+    return f"HARNESS_{name.upper()}"
+
+
+def substitute(text: str) -> str:
+    """``{shared}`` and every set ``{<name>}`` placeholder replaced; unset ones are left in place."""
+    def repl(match: re.Match) -> str:
+        name = match.group(1)
+        if name == "shared":
+            return str(shared_root())
+        value = os.environ.get(placeholder_variable(name))
+        return value if value else match.group(0)
+
+    return _PLACEHOLDER.sub(repl, text)
+
+
+def unresolved(text: Any) -> list[str]:
+    """Placeholders still in a (resolved) string or data-entry dict, e.g. ``["tdro_data"]``."""
+    if isinstance(text, dict):
+        return [n for v in text.values() for n in unresolved(v)]
+    return _PLACEHOLDER.findall(str(text)) if isinstance(text, (str, Path)) else []
+
+
+def require_resolved(values: Any, what: str) -> None:
+    """Raise ConfigError naming the environment variable to set when a placeholder is unset."""
+    items = values if isinstance(values, (list, tuple)) else [values]
+    for value in items:
+        names = unresolved(value)
+        if names:
+            variable = placeholder_variable(names[0])
+            raise ConfigError(f"{what} {value!s} uses the placeholder {{{names[0]}}}: set {variable} to the "
+                              f"folder it stands for (e.g. export {variable}=/path/to/data)")
+
+
 def resolve_path(text: str) -> Path:
-    """Resolve ``{shared}`` and ``synthetic:<preset>/...`` in a path string."""
-    text = text.replace("{shared}", str(shared_root()))
+    """Resolve ``{shared}``, set ``{<name>}`` placeholders and ``synthetic:<preset>/...`` in a path string."""
+    text = substitute(text)
     if text.startswith(SYNTHETIC_PREFIX):
         preset, _, sub = text[len(SYNTHETIC_PREFIX):].partition("/")
         return synthetic_world(preset) / sub if sub else synthetic_world(preset)
@@ -65,7 +108,7 @@ def resolve_data_entry(entry: Any) -> Any:
 def resolve_model(name: str) -> str:
     """A model name; ``synthetic:<preset>/tiny-bert`` becomes the path of the generated tiny model."""
     if not name.startswith(SYNTHETIC_PREFIX):
-        return name.replace("{shared}", str(shared_root()))
+        return substitute(name)
     preset, _, kind = name[len(SYNTHETIC_PREFIX):].partition("/")
     if kind not in TINY_MODEL_KINDS:
         raise ConfigError(f"synthetic model {name!r}: expected synthetic:<preset>/tiny-bert or .../tiny-decoder")

@@ -99,10 +99,13 @@ class SuiteRun:
         workdir = self.train_dir(cell)
         if (workdir / "done.json").exists():
             return Checkpoint.load(workdir)
-        if self.config.dry_run_only:
+        if self.config.dry_run_only and not _has_gpu():
             raise ConfigError(f"scale {self.scale!r} of suite {self.suite.name!r} is a GPU configuration: "
                               "use --dry-run here, or run it on GPUs with accelerate launch")
+        from harness.ablation.resolve import require_resolved
         from harness.data.collections import load_training_data
+
+        require_resolved(cell.data_entries, f"cell {cell.variant.id}: training data")
 
         method = get_method(cell.method)
         method.cells_root = self.root / "cells" / "train"
@@ -211,6 +214,12 @@ class SuiteRun:
                 "baseline": self.suite.baseline, "metrics": self.suite.metrics, "scores": scores,
                 "cells": cells, "correction": report.correction, "test": report.options.test,
                 "cards": {bench: next(iter(pv.values())).card.to_dict() for bench, pv in results.items()}}
+
+
+def _has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def run_suite(suite: AblationSuite, scale: str = "tiny", results_root: str | Path = "results", *,

@@ -65,24 +65,47 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dry_run(suite, args) -> int:
+    from harness.ablation.cells import content_key
     from harness.ablation.runner import SuiteRun
+    from methods.base import get_method
+
     runner = SuiteRun(suite, args.scale, args.results_root, args.cache_dir, load_data=False)
     cfg = runner.config
     print(f"suite {suite.name} v{suite.version} at scale {args.scale}: {len(runner.train_cells)} training cells x "
           f"{len(cfg.benchmarks)} benchmarks; baseline {suite.baseline}; metrics {', '.join(suite.metrics)}")
     print(f"training data: {', '.join(map(str, cfg.data))}")
     total_hours = 0.0
+    seen = {cell.key: cell.variant.id for cell in runner.train_cells}
+    counted: set[str] = set()
     for cell in runner.train_cells:
         status = "done" if runner.is_trained(cell) else "pending"
         line = f"  {cell.variant.id:<24} method={cell.method:<10} key={cell.key} [{status}]"
         if cell.trains:
-            s = cell.spec
-            line += f" model={s.model} steps={s.steps} batch={s.batch_size} lr={s.lr} lengths={s.query_max_length}/{s.doc_max_length}"
-            estimate = _estimate(s)
-            if estimate is not None:
+            method = get_method(cell.method)
+            line += _describe(cell.spec)
+            estimate = _estimate(cell.spec, method.frozen_forwards(cell.spec))
+            if estimate is not None and cell.key not in counted:
                 total_hours += estimate
                 line += f" ~{estimate:.1f} GPU-h"
-        print(line)
+            counted.add(cell.key)
+            print(line)
+            # Runs the method trains first (e.g. tDRO's reference and stage 1), each counted once.
+            for dep in method.planned_dependencies(cell.spec):
+                key = content_key({"method": dep.method, "spec": dep.spec.result_dict(), "data": cell.data_fingerprint})
+                if key in seen:
+                    print(f"    <- {dep.label}: key={key}, shared with {seen[key]}")
+                    continue
+                seen[key] = f"{cell.variant.id}/{dep.label}"
+                done = (runner.root / "cells" / "train" / key / "done.json").exists()
+                dep_line = f"    <- {dep.label}: method={dep.method} key={key} [{'done' if done else 'pending'}]"
+                dep_line += _describe(dep.spec)
+                estimate = _estimate(dep.spec, dep.frozen_forwards)
+                if estimate is not None:
+                    total_hours += estimate
+                    dep_line += f" ~{estimate:.1f} GPU-h"
+                print(dep_line)
+        else:
+            print(line)
     for b in cfg.benchmarks:
         print(f"  benchmark {b.id:<20} suite={b.suite:<10} {b.dataset_dir}")
     if total_hours:
@@ -90,7 +113,14 @@ def _dry_run(suite, args) -> int:
     return 0
 
 
-def _estimate(spec) -> float | None:
+def _describe(s) -> str:
+    return (f" model={s.model} steps={s.steps} batch={s.batch_size} grad_accum={s.grad_accum} "
+            f"hard_negatives={s.n_hard_negatives} sampling={s.sampling} lr={s.lr} "
+            f"lengths={s.query_max_length}/{s.doc_max_length}{' lora' if s.lora is not None else ''}")
+
+
+def _estimate(spec, frozen_forwards: int = 0) -> float | None:
+    """GPU-hours of a run (harness/train/plan.py), plus 2 FLOPs/param/token per frozen forward."""
     from harness.train.plan import compute_estimate, estimate_parameters, read_model_config
 
     try:
@@ -100,4 +130,5 @@ def _estimate(spec) -> float | None:
     params = estimate_parameters(cfg) if cfg else None
     if not params:
         return None
-    return float(compute_estimate(spec, params["non_embedding"])["gpu_hours"])
+    estimate = compute_estimate(spec, params["non_embedding"])
+    return float(estimate["gpu_hours"] * (1 + 2 * frozen_forwards / estimate["flops_per_param_token"]))
