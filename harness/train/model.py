@@ -82,7 +82,12 @@ def build_model(spec: TrainSpec, model_name: str | None = None, trainable: bool 
     if getattr(backbone.config, "use_cache", None):
         backbone.config.use_cache = False   # decoders: no KV cache while training
     if trainable and spec.gradient_checkpointing:
-        backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        # transformers >= 5 renamed the switch; non-reentrant checkpointing replays dropout RNG exactly.
+        enable = getattr(backbone, "activation_checkpointing_enable", None)
+        if enable is not None:
+            enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if trainable and spec.lora is not None:
         from peft import LoraConfig, get_peft_model
 
