@@ -10,7 +10,9 @@ run (spec, data, step, rank), the current micro-batch, and these services:
   by the trainer on the accumulation boundary and saved in checkpoints;
 * ``set_sampler_weights(w)``: change the dataset sampling distribution;
 * ``load_frozen_model(name)`` / ``frozen_losses(...)``: a second, frozen encoder run
-  under no_grad on the same micro-batch (the tDRO reference model).
+  under no_grad on the same micro-batch (the tDRO reference model);
+* ``candidates(q, p)`` / ``per_sample_losses(q, p)``: the InfoNCE candidate scores and
+  per-sample losses under the spec (or other negative settings).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import torch
 from harness.errors import ConfigError
 from harness.train import distributed as D
 from harness.train.batching import TrainBatch, tokenize_batch
-from harness.train.losses import info_nce
+from harness.train.losses import candidate_info_nce, candidate_mask, similarity_scores
 
 if TYPE_CHECKING:
     from harness.data.collections import TrainingData
@@ -32,11 +34,29 @@ if TYPE_CHECKING:
 
 
 @dataclass
+class Candidates:
+    """The InfoNCE candidates of the local queries of one micro-batch.
+
+    ``sim`` (B, P): the spec's similarity (cos/dot, *not* divided by the temperature, at
+    least fp32) of each local query with every candidate column (own group, local batch, or
+    all ranks' passages gathered with gradient); ``allowed`` (B, P) bool: the query's
+    candidates, its positive included; ``targets`` (B,): the column of its positive.
+    """
+
+    sim: torch.Tensor
+    allowed: torch.Tensor
+    targets: torch.Tensor
+
+
+@dataclass
 class LossOutput:
     """Per-sample results of one micro-batch on one rank.
 
     ``losses`` carries the autograd graph (to the model, or to the cached embeddings
     under the gradient cache); ``group_ids`` are source indices (long tensor).
+    ``candidates`` are the scores ``losses`` came from (the trainer fills them), so a
+    method that forms its own loss over the same candidates (PEG) needs no second
+    similarity matrix or passage gather.
     """
 
     losses: torch.Tensor
@@ -44,6 +64,7 @@ class LossOutput:
     q: torch.Tensor
     p: torch.Tensor
     batch: TrainBatch
+    candidates: Candidates | None = None
 
 
 @dataclass
@@ -202,6 +223,13 @@ class TrainContext:
                           cross_batch: bool | None = None, gather: Callable = D.all_gather_with_grad
                           ) -> torch.Tensor:
         """InfoNCE per local query under the spec (or the given negative settings)."""
+        cand = self.candidates(q, p, in_batch=in_batch, cross_batch=cross_batch, gather=gather)
+        return candidate_info_nce(cand.sim, cand.allowed, cand.targets, self.spec.temperature)
+
+    def candidates(self, q: torch.Tensor, p: torch.Tensor, *, in_batch: bool | None = None,
+                   cross_batch: bool | None = None, gather: Callable = D.all_gather_with_grad) -> Candidates:
+        """The InfoNCE candidates of the local queries: their similarities to the passages of the
+        group, the local batch, or every rank (gathered with gradient), with the candidate mask."""
         spec, batch = self.spec, self.batch
         in_batch = spec.in_batch_negatives if in_batch is None else in_batch
         cross_batch = spec.cross_batch_negatives if cross_batch is None else cross_batch
@@ -211,7 +239,9 @@ class TrainContext:
             p = gather(p)
             valid = D.all_gather_nograd(valid.to(torch.uint8)).bool()   # gloo has no bool
             offset = D.rank() * len(batch)
-        only_hn = torch.as_tensor(batch.only_hn, device=q.device)
-        return info_nce(q, p, batch.passages_per_query, temperature=spec.temperature, similarity=spec.similarity,
-                        query_offset=offset, in_batch=in_batch, only_hn=only_hn, passage_valid=valid,
-                        reduction="none")
+        dtype = torch.promote_types(torch.promote_types(q.dtype, p.dtype), torch.float32)
+        sim = similarity_scores(q.to(dtype), p.to(dtype), spec.similarity)
+        allowed, targets = candidate_mask(len(q), sim.shape[1], batch.passages_per_query, query_offset=offset,
+                                          in_batch=in_batch, only_hn=torch.as_tensor(batch.only_hn, device=q.device),
+                                          passage_valid=valid, device=q.device)
+        return Candidates(sim, allowed, targets)

@@ -33,17 +33,21 @@ def similarity_scores(q: torch.Tensor, p: torch.Tensor, similarity: str = "dot")
     return q @ p.transpose(0, 1)
 
 
-def info_nce_from_scores(scores: torch.Tensor, passages_per_query: int, *, query_offset: int = 0,
-                         in_batch: bool = True, only_hn: torch.Tensor | None = None,
-                         passage_valid: torch.Tensor | None = None, reduction: str = "mean") -> torch.Tensor:
-    """InfoNCE on a (B, P) matrix of already-scaled scores (``sim / temperature``)."""
-    n_queries, n_cols = scores.shape
+def candidate_mask(n_queries: int, n_cols: int, passages_per_query: int, *, query_offset: int = 0,
+                   in_batch: bool = True, only_hn: torch.Tensor | None = None,
+                   passage_valid: torch.Tensor | None = None, device: torch.device | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(allowed, targets)``: the (B, P) bool mask of each query's candidate columns (its positive
+    included) and the (B,) column of its positive, under the layout of the module docstring.
+
+    Methods that build their own loss on the InfoNCE candidates (e.g. PEG) use the same mask.
+    """
     n = passages_per_query
-    starts = (torch.arange(n_queries, device=scores.device) + query_offset) * n
+    starts = (torch.arange(n_queries, device=device) + query_offset) * n
     if int(starts[-1]) + n > n_cols:
         raise ValueError(f"{n_cols} passage columns cannot hold groups of {n} for queries "
                          f"{query_offset}..{query_offset + n_queries - 1}")
-    cols = torch.arange(n_cols, device=scores.device)
+    cols = torch.arange(n_cols, device=device)
     own_group = (cols.unsqueeze(0) >= starts.unsqueeze(1)) & (cols.unsqueeze(0) < (starts + n).unsqueeze(1))
     if in_batch:
         allowed = torch.ones_like(own_group)
@@ -53,6 +57,17 @@ def info_nce_from_scores(scores: torch.Tensor, passages_per_query: int, *, query
         allowed = own_group
     if passage_valid is not None:
         allowed = allowed & passage_valid.to(torch.bool).unsqueeze(0)
+    return allowed, starts
+
+
+def info_nce_from_scores(scores: torch.Tensor, passages_per_query: int, *, query_offset: int = 0,
+                         in_batch: bool = True, only_hn: torch.Tensor | None = None,
+                         passage_valid: torch.Tensor | None = None, reduction: str = "mean") -> torch.Tensor:
+    """InfoNCE on a (B, P) matrix of already-scaled scores (``sim / temperature``)."""
+    n_queries, n_cols = scores.shape
+    allowed, starts = candidate_mask(n_queries, n_cols, passages_per_query, query_offset=query_offset,
+                                     in_batch=in_batch, only_hn=only_hn, passage_valid=passage_valid,
+                                     device=scores.device)
     # Work in fp32: temperatures like 0.002 turn bf16 scores into large logits.
     logits = scores.to(torch.promote_types(scores.dtype, torch.float32)).masked_fill(~allowed, float("-inf"))
     losses = F.cross_entropy(logits, starts, reduction="none")
@@ -68,6 +83,14 @@ def info_nce(q: torch.Tensor, p: torch.Tensor, passages_per_query: int, *, tempe
     scores = similarity_scores(q.to(dtype), p.to(dtype), similarity) / temperature
     return info_nce_from_scores(scores, passages_per_query, query_offset=query_offset, in_batch=in_batch,
                                 only_hn=only_hn, passage_valid=passage_valid, reduction=reduction)
+
+
+def candidate_info_nce(sim: torch.Tensor, allowed: torch.Tensor, targets: torch.Tensor, temperature: float,
+                       reduction: str = "none") -> torch.Tensor:
+    """InfoNCE from raw similarities ``sim`` (B, P), the candidate mask and the positive columns
+    (what :func:`candidate_mask` returns); the same numbers as :func:`info_nce`."""
+    logits = (sim / temperature).masked_fill(~allowed, float("-inf"))
+    return reduce_losses(F.cross_entropy(logits, targets, reduction="none"), reduction)
 
 
 def reduce_losses(losses: torch.Tensor, reduction: str) -> torch.Tensor:

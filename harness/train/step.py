@@ -23,6 +23,7 @@ from typing import Any, Callable
 import torch
 
 from harness.train.context import LossOutput, TrainContext
+from harness.train.losses import candidate_info_nce
 
 
 @dataclass
@@ -98,7 +99,9 @@ def run_micro_batch(model: torch.nn.Module, ctx: TrainContext, method, *, backwa
     ctx.gradcache = gradcache_chunk is not None
 
     def loss_of(q: torch.Tensor, p: torch.Tensor) -> tuple[torch.Tensor, LossOutput]:
-        out = LossOutput(ctx.per_sample_losses(q, p), group_ids, q, p, batch)
+        cand = ctx.candidates(q, p)
+        losses = candidate_info_nce(cand.sim, cand.allowed, cand.targets, ctx.spec.temperature)
+        out = LossOutput(losses, group_ids, q, p, batch, cand)
         method.observe(out, ctx)
         if ctx.is_boundary:
             step_weights()

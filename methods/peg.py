@@ -1,0 +1,371 @@
+"""PEG's progressive learning loss (paper 002) vs vanilla InfoNCE (METHODS.md section 3).
+
+The loss (cosine similarities ``s``, temperature tau, per batch of B positive pairs)::
+
+    sigma = mean_q s(q, p) - beta                       batch threshold with margin beta
+    t     = alpha * mean_q s(q, p) + (1 - alpha) * t    momentum bias, updated *before* use
+    w_q   = 1 if s(q, p) >= sigma else s(q, p) / sigma  down-weights likely false positives
+    a_n   = t + s(q, p)   if s(q, p) >= sigma and s(q, n) >= s(q, p)   ("pos", the paper)
+            t + s(q, n)   under the same condition                    ("neg", CurricularFace)
+            1             otherwise
+    loss  = mean_q  w_q * ( logsumexp(s(q,p)/tau, a_n * s(q,n)/tau ...) - s(q,p)/tau )
+
+``w_q``, ``a_n``, ``sigma`` and ``t`` carry no gradient.  Everything is computed in log
+space (``logsumexp``), so tau = 0.01 (logits near 100) cannot overflow.  Two documented
+guards beyond the paper: ``w_q`` is clipped to [0, 1] (the ratio is meaningless when
+sigma <= 0 or s(q, p) < 0, where it would exceed 1 or turn the loss into gradient
+ascent); with both ingredients switched off the loss is exactly InfoNCE.
+
+:func:`peg_loss` is the public kernel on (positive, negatives) similarities;
+:func:`peg_from_scores` works on a full candidate matrix (the trainer's layout) and
+returns every intermediate; :class:`PEG` is the method for the shared trainer.
+Method choices (the paper is silent; see METHODS.md 3.3): negatives are the InfoNCE
+candidates of the trainer (own hard negatives + every other passage of the batch,
+all-gathered across ranks); the batch statistics are global (all-gathered) by default;
+with gradient accumulation each micro-batch is one "batch" of the paper (t updates per
+micro-batch).  The scalar t is method state, saved in checkpoints.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from harness.errors import ConfigError
+from methods.base import Method, register_method
+
+if TYPE_CHECKING:
+    from harness.train.context import LossOutput, TrainContext
+
+A_MODES = ("pos", "neg")
+T_MODES = ("momentum", "constant")
+STATISTICS = ("global", "local")
+REDUCTIONS = ("mean", "sum", "none")
+PLOTTED = ("t", "sigma", "downweighted_share", "modulated_share", "emphasised_share")
+
+
+@dataclass
+class PEGTerms:
+    """Everything one PEG batch computes (all but ``loss``/``losses`` detached)."""
+
+    loss: torch.Tensor          # reduced as asked
+    losses: torch.Tensor        # (B,) per query, weighted by w_q
+    new_t: torch.Tensor         # 0-d: the bias used in this batch (after the update)
+    sigma: torch.Tensor         # 0-d
+    batch_mean: torch.Tensor    # 0-d: mean positive similarity the statistics used
+    pos: torch.Tensor           # (B,) positive similarities
+    weights: torch.Tensor       # (B,) w_q as applied (ones when query weighting is off)
+    above: torch.Tensor         # (B,) bool: s(q, p) >= sigma (the query is not down-weighted)
+    modulated: torch.Tensor     # (B, C) bool: negatives that meet the a_n condition
+    base: torch.Tensor | None   # a_n of modulated negatives: (B, 1) t + s(q,p), (B, C) t + s(q,n); None if off
+    n_negatives: int
+
+    @property
+    def factor(self) -> torch.Tensor:
+        """a_n as applied, (B, C): ``base`` where modulated, else 1 (all ones when scaling is off)."""
+        if self.base is None:
+            return torch.ones_like(self.modulated, dtype=self.pos.dtype)
+        return torch.where(self.modulated, self.base, 1.0)
+
+    def modulation_counts(self) -> tuple[int, int, int]:
+        """(modulated, emphasised: a_n > 1, damped: a_n < 1) negatives, without building ``factor``."""
+        modulated = int(self.modulated.sum())
+        if self.base is None:
+            return modulated, 0, 0
+        if self.base.shape[1] == 1:           # "pos": one a_n per query row
+            per_row = self.modulated.sum(1)
+            row_base = self.base[:, 0]
+            return modulated, int(per_row[row_base > 1].sum()), int(per_row[row_base < 1].sum())
+        return modulated, int((self.modulated & (self.base > 1)).sum()), int((self.modulated & (self.base < 1)).sum())
+
+
+def peg_from_scores(sim: torch.Tensor, targets: torch.Tensor, allowed: torch.Tensor, t: float | torch.Tensor, *,
+                    alpha: float = 0.5, beta: float = 0.1, tau: float = 0.01, a_mode: str = "pos",
+                    batch_mean: float | torch.Tensor | None = None, weight_queries: bool = True,
+                    scale_negatives: bool = True, momentum: bool = True, reduction: str = "mean") -> PEGTerms:
+    """PEG on a candidate matrix: ``sim`` (B, C) similarities, ``targets`` (B,) the positive's
+    column per row, ``allowed`` (B, C) bool candidates (positive included, others are negatives).
+
+    ``batch_mean`` replaces the local mean positive similarity in sigma and t (the all-gathered
+    mean of a distributed batch); ``momentum=False`` keeps t constant; ``weight_queries`` and
+    ``scale_negatives`` switch w_q and a_n (both off: InfoNCE over the same candidates).
+    """
+    _check_options(alpha, tau, a_mode, reduction)
+    if sim.dim() != 2 or targets.shape != (sim.shape[0],) or allowed.shape != sim.shape:
+        raise ValueError(f"expected sim (B, C), targets (B,), allowed (B, C); got {tuple(sim.shape)}, "
+                         f"{tuple(targets.shape)}, {tuple(allowed.shape)}")
+    sim = sim.to(torch.promote_types(sim.dtype, torch.float32))
+    rows = torch.arange(sim.shape[0], device=sim.device)
+    pos = sim[rows, targets]
+    with torch.no_grad():
+        sim_d, pos_d = sim.detach(), pos.detach()
+        mean = pos_d.mean() if batch_mean is None else torch.as_tensor(batch_mean, dtype=sim.dtype,
+                                                                       device=sim.device)
+        sigma = mean - beta
+        t_old = torch.as_tensor(t, dtype=sim.dtype, device=sim.device)
+        new_t = alpha * mean + (1.0 - alpha) * t_old if momentum else t_old
+        above = pos_d >= sigma
+        # Ties count as hard ("s(q, n) < s(q, p)" keeps a_n = 1); the positive itself is never a negative.
+        modulated = (sim_d >= pos_d.unsqueeze(1)) & allowed & above.unsqueeze(1)
+        modulated[rows, targets] = False
+        if weight_queries:
+            weights = torch.where(above, 1.0, (pos_d / sigma).clamp(0.0, 1.0))
+        else:
+            weights = torch.ones_like(pos_d)
+        if scale_negatives:
+            base = new_t + (pos_d.unsqueeze(1) if a_mode == "pos" else sim_d)
+            # a_n / tau in one pass over the (B, C) matrix (base is (B, 1) in "pos" mode)
+            scale = torch.where(modulated, base / tau, 1.0 / tau)
+        else:
+            base = None
+            scale = 1.0 / tau
+        n_negatives = int(allowed.sum()) - int(allowed[rows, targets].sum())
+    logits = torch.where(allowed, sim * scale, float("-inf"))
+    losses = weights * (torch.logsumexp(logits, dim=1) - logits[rows, targets])
+    loss = losses if reduction == "none" else losses.sum() if reduction == "sum" else losses.mean()
+    return PEGTerms(loss, losses, new_t.detach(), sigma, mean, pos_d, weights, above, modulated, base, n_negatives)
+
+
+def peg_loss(pos_sim: torch.Tensor, neg_sim: torch.Tensor, t: float | torch.Tensor, alpha: float = 0.5,
+             beta: float = 0.1, tau: float = 0.01, a_mode: str = "pos", neg_mask: torch.Tensor | None = None,
+             reduction: str = "mean", *, batch_mean: float | torch.Tensor | None = None,
+             weight_queries: bool = True, scale_negatives: bool = True, momentum: bool = True
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """PEG's progressive loss for one batch; returns ``(loss, new_t)``.
+
+    Args:
+        pos_sim: (B,) similarity of each query with its positive (cosine in the paper).
+        neg_sim: (B, N) similarities of each query with its negatives.
+        t: the momentum bias before this batch (t0 = 0).  It is updated first,
+            ``new_t = alpha * mean(pos_sim) + (1 - alpha) * t``, and the new value is used here.
+        alpha, beta, tau: momentum, threshold margin, temperature (paper: 0.5, 0.1, 0.01).
+        a_mode: "pos" scales hard negatives by ``t + s(q, p)`` (the paper), "neg" by ``t + s(q, n)``.
+        neg_mask: (B, N) bool, True where ``neg_sim`` holds a real negative; False entries are
+            excluded from the loss and the statistics.  None: every entry counts.
+        reduction: "mean" over queries (default), "sum" (the paper's formula) or "none" (B,).
+        batch_mean: the mean positive similarity of the whole (e.g. all-gathered) batch, if the
+            statistics should not come from ``pos_sim`` alone.
+        weight_queries, scale_negatives, momentum: switch w_q, a_n and the t update off (ablations).
+
+    Returns:
+        ``loss`` (with gradient to ``pos_sim``/``neg_sim``; w_q and a_n are constants) and
+        ``new_t``, a detached 0-d tensor: the bias used in this batch, to pass as ``t`` next time.
+    """
+    if pos_sim.dim() != 1 or neg_sim.dim() != 2 or neg_sim.shape[0] != pos_sim.shape[0] or pos_sim.shape[0] == 0:
+        raise ValueError(f"expected pos_sim (B,) and neg_sim (B, N) with B >= 1; got {tuple(pos_sim.shape)} "
+                         f"and {tuple(neg_sim.shape)}")
+    b, n = neg_sim.shape
+    if neg_mask is None:
+        neg_mask = torch.ones((b, n), dtype=torch.bool, device=neg_sim.device)
+    else:
+        if neg_mask.shape != neg_sim.shape:
+            raise ValueError(f"neg_mask has shape {tuple(neg_mask.shape)}, neg_sim {tuple(neg_sim.shape)}")
+        if neg_mask.dtype != torch.bool:
+            if not bool(((neg_mask == 0) | (neg_mask == 1)).all()):
+                raise ValueError("neg_mask must be boolean (or 0/1)")
+            neg_mask = neg_mask.to(torch.bool)
+    dtype = torch.promote_types(pos_sim.dtype, neg_sim.dtype)
+    sim = torch.cat([pos_sim.to(dtype).unsqueeze(1), neg_sim.to(dtype)], dim=1)
+    allowed = torch.cat([torch.ones((b, 1), dtype=torch.bool, device=neg_mask.device), neg_mask], dim=1)
+    targets = torch.zeros(b, dtype=torch.long, device=sim.device)
+    terms = peg_from_scores(sim, targets, allowed, t, alpha=alpha, beta=beta, tau=tau, a_mode=a_mode,
+                            batch_mean=batch_mean, weight_queries=weight_queries, scale_negatives=scale_negatives,
+                            momentum=momentum, reduction=reduction)
+    return terms.loss, terms.new_t
+
+
+def _check_options(alpha: float, tau: float, a_mode: str, reduction: str) -> None:
+    if a_mode not in A_MODES:
+        raise ValueError(f"a_mode must be one of {A_MODES}, got {a_mode!r}")
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    if not tau > 0:
+        raise ValueError(f"tau must be > 0, got {tau}")
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+
+
+# ---------------------------------------------------------------------- presets
+_PAPER = {
+    # Paper 002, fine-tuning: BERT-large (24 layers, 16 heads, 1024 wide) with RetroMAE pre-training on
+    # Chinese (not released); the public stand-in is a Chinese BERT-large-architecture checkpoint.
+    "model": "hfl/chinese-roberta-wwm-ext-large", "pooling": "cls", "append_eos": False,
+    "query_max_length": 64, "doc_max_length": 256,
+    # BGE-style: one fixed instruction before every query, none on passages.
+    "use_instructions": True, "symmetric_doc_prompt": False,
+    "instruction_template": "为这个句子生成表示以用于检索相关文章：{text}",
+    "similarity": "cos", "temperature": 0.01, "n_hard_negatives": 5,
+    "in_batch_negatives": True, "cross_batch_negatives": True,
+    # 432 queries per GPU x 32 GPUs; 5 epochs over 110M rows = ceil(5 * 110e6 / 13824) steps.
+    "batch_size": 13824, "grad_accum": 1, "sampling": "homogeneous",
+    "steps": 39786, "warmup_steps": 0, "lr": 1e-5, "schedule": "linear", "min_lr_ratio": 0.0,
+    "weight_decay": 0.01, "max_grad_norm": 1.0,
+    "precision": "bf16", "gradient_checkpointing": True, "lora": None, "seed": 42, "save_every": 1000,
+}
+
+_SMALL = {
+    **_PAPER,
+    "model": "minilm", "pooling": "mean", "use_instructions": False, "instruction_template": "{text}",
+    "n_hard_negatives": 1, "batch_size": 32, "steps": 120, "warmup_steps": 12, "lr": 2e-5,
+    "precision": "fp32", "gradient_checkpointing": False, "save_every": 40,
+}
+
+# A tiny random model on the synthetic world: tau 0.05 (at 0.01 the randomly initialised model's
+# training is erratic and false positives are barely separated), lr 1e-3, 150 steps.
+_TINY = {
+    **_SMALL,
+    "query_max_length": 32, "doc_max_length": 64, "temperature": 0.05, "steps": 150, "warmup_steps": 15,
+    "lr": 1e-3, "save_every": 0, "progress": False,
+}
+
+
+# ---------------------------------------------------------------------- the method
+@register_method("peg")
+class PEG(Method):
+    """PEG's progressive loss on the trainer's InfoNCE candidates; vanilla InfoNCE with both ingredients off.
+
+    Options (``TrainSpec.method_options``): ``alpha``, ``beta``, ``tau`` (None: the spec's
+    temperature), ``a_mode`` ("pos" | "neg"), ``weight_queries`` (w_q), ``scale_negatives``
+    (a_n), ``t_mode`` ("momentum" | "constant"), ``t_init`` (t0, or the constant t),
+    ``statistics`` ("global": all-gathered batch; "local": this rank's queries) and
+    ``record_query_weights`` (write w_q per training query to ``method/query_weights.tsv``).
+    Logged per step (``method`` in the training log): t, sigma, the mean positive similarity,
+    the share of down-weighted queries and mean w_q, and the shares of negatives that are
+    modulated (meet the a_n condition), emphasised (a_n > 1) and damped (a_n < 1).
+    """
+
+    description = "PEG progressive loss (paper 002) and vanilla InfoNCE ablations"
+    presets = {"tiny": _TINY, "small": _SMALL, "paper": _PAPER}
+    default_options = {"alpha": 0.5, "beta": 0.1, "tau": None, "a_mode": "pos", "weight_queries": True,
+                       "scale_negatives": True, "t_mode": "momentum", "t_init": 0.0, "statistics": "global",
+                       "record_query_weights": False}
+
+    def configure(self, ctx: "TrainContext") -> None:
+        opts = ctx.options
+        if ctx.spec.similarity != "cos":
+            raise ConfigError(f"method peg: its threshold and scaling are defined on cosine similarities; "
+                              f"the spec asks for {ctx.spec.similarity!r}")
+        choices = {"a_mode": A_MODES, "t_mode": T_MODES, "statistics": STATISTICS}
+        for key, allowed in choices.items():
+            if opts[key] not in allowed:
+                raise ConfigError(f"method peg: {key} must be one of {allowed}, got {opts[key]!r}")
+        for key in ("weight_queries", "scale_negatives", "record_query_weights"):
+            if not isinstance(opts[key], bool):
+                raise ConfigError(f"method peg: {key} must be true or false, got {opts[key]!r}")
+        self.tau = float(ctx.spec.temperature if opts["tau"] is None else opts["tau"])
+        if not 0.0 <= float(opts["alpha"]) <= 1.0 or not self.tau > 0:
+            raise ConfigError(f"method peg: need 0 <= alpha <= 1 and tau > 0 (alpha={opts['alpha']}, tau={self.tau})")
+        self.options = opts
+        self.t = float(opts["t_init"])
+        self.batches = 0
+        self.query_rows: list[list[Any]] = []
+        self._sums = torch.zeros(len(_SUMS), dtype=torch.float64)
+
+    def reduce(self, out: "LossOutput", ctx: "TrainContext") -> torch.Tensor:
+        opts = self.options
+        if ctx.micro_step == 0:
+            self._sums.zero_()
+        # The trainer's InfoNCE candidates: no second similarity matrix (or passage gather).
+        cand = out.candidates if out.candidates is not None else ctx.candidates(out.q, out.p)
+        sim, allowed, targets = cand.sim, cand.allowed, cand.targets
+        rows = torch.arange(sim.shape[0], device=sim.device)
+        pos = sim.detach()[rows, targets]
+        batch_mean = ctx.all_gather(pos).mean() if opts["statistics"] == "global" else None
+        terms = peg_from_scores(sim, targets, allowed, self.t, alpha=float(opts["alpha"]), beta=float(opts["beta"]),
+                                tau=self.tau, a_mode=opts["a_mode"], batch_mean=batch_mean,
+                                weight_queries=opts["weight_queries"], scale_negatives=opts["scale_negatives"],
+                                momentum=opts["t_mode"] == "momentum")
+        if opts["t_mode"] == "momentum":      # a constant t stays exactly the configured number
+            self.t = float(terms.new_t)
+        self.batches += 1
+        self._accumulate(terms, ctx)
+        if opts["record_query_weights"]:
+            self._record_rows(terms, ctx)
+        return terms.loss
+
+    def _accumulate(self, terms: PEGTerms, ctx: "TrainContext") -> None:
+        with torch.no_grad():
+            modulated, emphasised, damped = terms.modulation_counts()
+            local = torch.tensor([len(terms.pos), int(terms.above.sum()), float(terms.weights.sum()),
+                                  terms.n_negatives, modulated, emphasised, damped,
+                                  float(terms.sigma), float(terms.batch_mean), 1.0], dtype=torch.float64)
+        # Counts add over ranks; sigma and the mean are averaged over ranks and micro-batches.
+        self._sums += ctx.all_reduce_sum(local)
+
+    def _record_rows(self, terms: PEGTerms, ctx: "TrainContext") -> None:
+        examples = torch.tensor(ctx.batch.examples, dtype=torch.float64).reshape(-1, 2)
+        values = torch.stack([terms.pos, terms.weights], 1).double().cpu()
+        local = torch.cat([examples, values], 1)
+        every = ctx.all_gather(local.to(terms.pos.device)).cpu()
+        names = ctx.data.names
+        for source, row, pos, w in every.tolist():
+            self.query_rows.append([ctx.step + 1, names[int(source)], int(row), round(pos, 6), round(w, 6)])
+
+    def scalars(self) -> dict[str, float]:
+        s = dict(zip(_SUMS, self._sums.tolist()))
+        queries, negatives, batches = max(s["queries"], 1.0), max(s["negatives"], 1.0), max(s["batches"], 1.0)
+        return {"t": self.t, "sigma": s["sigma"] / batches, "pos_sim": s["pos_mean"] / batches,
+                "downweighted_share": 1.0 - s["above"] / queries, "mean_w": s["sum_w"] / queries,
+                "modulated_share": s["modulated"] / negatives, "emphasised_share": s["emphasised"] / negatives,
+                "damped_share": s["damped"] / negatives}
+
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"t": self.t, "batches": self.batches}
+        if self.options["record_query_weights"]:
+            state["query_rows"] = [list(r) for r in self.query_rows]
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.t = float(state["t"])
+        self.batches = int(state["batches"])
+        self.query_rows = [list(r) for r in state.get("query_rows", [])]
+
+    def export(self, ctx: "TrainContext", directory: Path) -> None:
+        """``peg_state.json`` (final t, options), the progressive-state plot, and the w_q records if asked."""
+        from harness.io import atomic_write, atomic_write_json
+        from harness.train.logs import LOG_FILE, read_log
+
+        atomic_write_json(directory / "peg_state.json", {"t": self.t, "batches": self.batches, "tau": self.tau,
+                                                         "options": self.options})
+        if self.options["record_query_weights"]:
+            with atomic_write(directory / "query_weights.tsv") as handle:
+                handle.write("step\tsource\trow\tpos_sim\tw\n")
+                for r in self.query_rows:
+                    handle.write("\t".join(map(str, r)) + "\n")
+        records = [{"step": r["step"], **r["method"]} for r in read_log(directory.parent / LOG_FILE)
+                   if isinstance(r.get("method"), dict) and "t" in r["method"]]
+        if records:
+            progressive_state_figure(records, directory / "progressive_state")
+
+
+_SUMS = ("queries", "above", "sum_w", "negatives", "modulated", "emphasised", "damped", "sigma", "pos_mean",
+         "batches")
+
+
+def progressive_state_figure(records: list[dict[str, Any]], stem: str | Path, label: str = "PEG") -> list[Path]:
+    """Plot t, sigma and the down-weighted / modulated / emphasised shares over steps (PNG + PDF)."""
+    from reports.plots import save_figure, training_curves_figure
+
+    fig = training_curves_figure({label: records}, scalars=PLOTTED, height_per_scalar=2.0)
+    return save_figure(fig, stem)
+
+
+def read_query_weights(path: str | Path) -> list[dict[str, Any]]:
+    """The ``query_weights.tsv`` a run with ``record_query_weights`` wrote (one dict per query and batch)."""
+    from harness.errors import InputError
+
+    path = Path(path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if not lines or lines[0].split("\t") != ["step", "source", "row", "pos_sim", "w"]:
+        raise InputError(path, "expected the header step, source, row, pos_sim, w", 1)
+    out = []
+    for number, line in enumerate(lines[1:], start=2):
+        parts = line.split("\t")
+        try:
+            out.append({"step": int(parts[0]), "source": parts[1], "row": int(parts[2]),
+                        "pos_sim": float(parts[3]), "w": float(parts[4])})
+        except (IndexError, ValueError):
+            raise InputError(path, f"malformed row {line!r}", number) from None
+    return out
