@@ -239,3 +239,21 @@ def test_bad_input_is_refused():
         peg_loss(pos[:1], neg, 0.0)
     with pytest.raises(ValueError, match=r"pos_sim \(B,\)"):
         peg_loss(pos[:0], neg[:0], 0.0)
+
+
+def test_emphasised_share_of_modulated_negatives_grows_with_t():
+    """Fixed similarities, growing t: a_n = t + s(q,p) crosses 1, so modulated negatives go
+    from damped (a_n < 1, early training) to emphasised (a_n > 1), never back."""
+    g = torch.Generator().manual_seed(3)
+    sim = torch.rand(32, 64, generator=g, dtype=F64) * 0.8
+    targets = torch.arange(32) * 2
+    sim[torch.arange(32), targets] = torch.rand(32, generator=g, dtype=F64) * 0.3 + 0.5
+    allowed = torch.ones_like(sim, dtype=torch.bool)
+    shares = []
+    for t in torch.linspace(0, 0.6, 13).tolist():
+        out = peg_from_scores(sim, targets, allowed, t, momentum=False, tau=0.01)
+        modulated, emphasised, damped = out.modulation_counts()
+        assert modulated > 0 and emphasised + damped <= modulated
+        shares.append(emphasised / modulated)
+    assert shares[0] == 0.0 and shares[-1] == 1.0
+    assert all(b >= a for a, b in zip(shares, shares[1:]))
