@@ -4,6 +4,11 @@
 paper's transcribed tables (reports/papers) with every derived cell recomputed from the printed
 base numbers; ``--verify`` reports each derived value that disagrees with its print (a report,
 exit status 0; a malformed table file exits 2).  ``harness table paper --list`` lists the papers.
+
+``harness table suite <suite> [--scale S] [--results-root DIR] [--layout NAME] --format latex|markdown``
+renders a finished suite's stored results in a layout declared in the suite file's ``table:``
+section (harness/ablation/layout.py); ``--figure STEM`` also writes a weights layout as a bar chart
+(``STEM.png`` and ``STEM.pdf``); ``--list`` names the suite's layouts.
 """
 from __future__ import annotations
 
@@ -32,6 +37,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     paper.add_argument("--output", type=Path, default=None, help="write the tables to this file instead of stdout")
     paper.add_argument("--list", action="store_true", help="list the transcribed papers and their tables")
     paper.set_defaults(func=run_paper)
+
+    suite = kinds.add_parser(
+        "suite", help="a finished ablation suite's results in a layout declared in its suite file",
+        description="Render a finished suite's stored results (per-query scores, comparisons recomputed for the "
+                    "table's cells with the suite's statistics settings) in a layout from the suite file's "
+                    "'table:' section, e.g. paper 000's Table 5 for the tdro suite.",
+    )
+    suite.add_argument("suite", help="suite name (suites/ablations/<name>.yaml) or path to a suite file")
+    suite.add_argument("--scale", default="tiny", help="the scale the suite ran at (default: tiny)")
+    suite.add_argument("--results-root", type=Path, default=Path("results"), help="the suite's results directory")
+    suite.add_argument("--layout", default=None, help="layout name (default: the suite's default layout)")
+    suite.add_argument("--format", choices=("latex", "markdown"), default="markdown")
+    suite.add_argument("--output", type=Path, default=None, help="write the table to this file instead of stdout")
+    suite.add_argument("--figure", type=Path, default=None, metavar="STEM",
+                       help="weights layouts: also write a bar chart to STEM.png and STEM.pdf")
+    suite.add_argument("--list", action="store_true", help="list the suite's layouts")
+    suite.set_defaults(func=run_suite_table)
 
 
 def _list() -> str:
@@ -93,4 +115,30 @@ def run_paper(args: argparse.Namespace) -> int:
                 sys.stdout.write("\n")
     if args.verify:
         sys.stdout.write(verify_report(specs))
+    return 0
+
+
+def run_suite_table(args: argparse.Namespace) -> int:
+    from harness.ablation import load_suite
+    from harness.ablation.layout import layout_names, render_layout, weights_figure
+    from harness.io import atomic_write_text
+    from reports.latex import render_latex
+    from reports.markdown import render_markdown
+    from reports.plots import save_figure
+
+    suite = load_suite(args.suite)
+    if args.list:
+        names, default = layout_names(suite)
+        for name in names:
+            print(f"{name}{' (default)' if name == default else ''}")
+        return 0
+    table = render_layout(suite, args.scale, args.results_root, args.layout)
+    text = render_latex(table) if args.format == "latex" else render_markdown(table)
+    if args.output is not None:
+        atomic_write_text(args.output, text)
+    else:
+        sys.stdout.write(text)
+    if args.figure is not None:
+        paths = save_figure(weights_figure(suite, args.scale, args.results_root, args.layout), args.figure)
+        print("figure: " + ", ".join(map(str, paths)), file=sys.stderr)
     return 0

@@ -1,0 +1,309 @@
+"""Render a finished suite's stored results in a table layout declared in the suite file.
+
+A suite file may carry a ``table:`` section (kept in ``AblationSuite.raw``)::
+
+    table:
+      default: table5
+      layouts:
+        table5:                                  # kind "results" (default)
+          caption: ...
+          rows:                                  # variant ids, or groups of them
+            - baseline
+            - {group: Dataset Selection, rows: [top60, top70]}
+          columns:                               # or per scale: scales: {small: {columns: [...]}}
+            - {benchmark: scifact, metric: ndcg@10, group: BEIR (SciFact), label: nDCG@10}
+            - {benchmark: MIRACL, metric: ndcg@10}       # an aggregate of the scale
+        weights:                                 # kind "weights": dataset weights per variant
+          kind: weights
+          columns: [baseline, relative, top70]   # variant ids
+
+Results layouts read the per-query scores of the suite's evaluation cells (located
+through ``summary.json``: training-cell keys and protocol cards) and compare every
+shown cell with the baseline using the suite's ``stats`` settings.  The correction
+family is *the cells of this table* (every marker the table shows), so a marker can
+differ from ``table.md``, whose family is every comparison of the suite; the notes
+under the table say which.  A column may use any metric the benchmark's protocol
+stored (e.g. ``acc@100`` of an MKQA-protocol set), not only the suite's ``metrics``.
+
+Weights layouts read ``<training cell>/method/weights.json`` (``{dataset: weight}``,
+the sampling weights a method used or learned); a run without that file sampled
+its sources uniformly (from ``run.json``).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.ablation.spec import AblationSuite
+from harness.errors import ConfigError
+
+KINDS = ("results", "weights")
+
+
+@dataclass
+class LayoutColumn:
+    benchmark: str                 # benchmark id or aggregate name (results), or variant id (weights)
+    metric: str = ""
+    group: str | None = None
+    label: str | None = None
+
+
+@dataclass
+class LayoutRowGroup:
+    group: str | None
+    variants: list[str]
+
+
+@dataclass
+class TableLayout:
+    name: str
+    kind: str
+    caption: str
+    columns: list[LayoutColumn]
+    rows: list[LayoutRowGroup] = field(default_factory=list)
+    decimals: int | None = None
+
+
+def layout_names(suite: AblationSuite) -> tuple[list[str], str | None]:
+    """``(layout names, default name)`` declared by the suite's ``table:`` section."""
+    section = suite.raw.get("table") or {}
+    layouts = section.get("layouts") or {}
+    return list(layouts), section.get("default")
+
+
+def load_layout(suite: AblationSuite, scale: str, name: str | None = None) -> TableLayout:
+    """Parse layout ``name`` (default: the suite's default layout) for ``scale``; errors name the problem."""
+    names, default = layout_names(suite)
+    where = f"suite {suite.name!r} table layout"
+    if not names:
+        raise ConfigError(f"suite {suite.name!r} declares no table layouts (a 'table:' section with 'layouts')")
+    name = name or default or names[0]
+    if name not in names:
+        raise ConfigError(f"{where} {name!r} does not exist; layouts: {', '.join(names)}")
+    raw = suite.raw["table"]["layouts"][name]
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where} {name!r} must be a mapping")
+    kind = raw.get("kind", "results")
+    if kind not in KINDS:
+        raise ConfigError(f"{where} {name!r}: unknown kind {kind!r}; kinds: {', '.join(KINDS)}")
+    per_scale = (raw.get("scales") or {}).get(scale, {})
+    columns_raw = per_scale.get("columns", raw.get("columns"))
+    if not columns_raw:
+        raise ConfigError(f"{where} {name!r} has no columns at scale {scale!r}")
+    variant_ids = {v.id for v in suite.variants}
+    columns = [_column(c, kind, variant_ids, f"{where} {name!r}") for c in columns_raw]
+    rows = [_row_group(r, variant_ids, f"{where} {name!r}") for r in (raw.get("rows") or [])]
+    if kind == "results" and not rows:
+        rows = [LayoutRowGroup(None, [v.id for v in suite.variants])]
+    return TableLayout(name, kind, str(per_scale.get("caption", raw.get("caption", ""))), columns, rows,
+                       raw.get("decimals"))
+
+
+def _column(raw: Any, kind: str, variant_ids: set[str], where: str) -> LayoutColumn:
+    if kind == "weights":
+        if not isinstance(raw, str) or raw not in variant_ids:
+            raise ConfigError(f"{where}: weights columns are variant ids, got {raw!r}")
+        return LayoutColumn(raw)
+    if not isinstance(raw, dict) or not {"benchmark", "metric"} <= set(raw):
+        raise ConfigError(f"{where}: a column needs 'benchmark' and 'metric', got {raw!r}")
+    unknown = sorted(set(raw) - {"benchmark", "metric", "group", "label"})
+    if unknown:
+        raise ConfigError(f"{where}: unknown column key(s) {', '.join(unknown)}")
+    return LayoutColumn(str(raw["benchmark"]), str(raw["metric"]), raw.get("group"), raw.get("label"))
+
+
+def _row_group(raw: Any, variant_ids: set[str], where: str) -> LayoutRowGroup:
+    if isinstance(raw, str):
+        group = LayoutRowGroup(None, [raw])
+    elif isinstance(raw, dict) and "rows" in raw:
+        group = LayoutRowGroup(raw.get("group"), [str(v) for v in raw["rows"]])
+    else:
+        raise ConfigError(f"{where}: a row is a variant id or {{group: ..., rows: [...]}}, got {raw!r}")
+    unknown = [v for v in group.variants if v not in variant_ids]
+    if unknown:
+        raise ConfigError(f"{where}: unknown variant(s) {', '.join(unknown)}")
+    return group
+
+
+# ---------------------------------------------------------------------------------------------- locating results
+def read_summary(suite: AblationSuite, scale: str, results_root: str | Path) -> dict[str, Any]:
+    path = Path(results_root) / "suites" / suite.name / scale / "summary.json"
+    if not path.exists():
+        raise ConfigError(f"{path}: suite {suite.name!r} has no finished results at scale {scale!r} "
+                          f"(run: harness run {suite.name} --scale {scale} --results-root {results_root})")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def train_keys(summary: dict[str, Any]) -> dict[str, str]:
+    return {c["variant"]: c["key"] for c in summary["cells"]}
+
+
+def result_dir(suite: AblationSuite, scale: str, results_root: str | Path, summary: dict[str, Any],
+               variant: str, benchmark: str) -> Path:
+    """The stored evaluation of ``variant`` on ``benchmark`` (keys as the runner computes them)."""
+    from harness.ablation.cells import eval_key
+    from harness.protocol import ProtocolCard
+
+    ref = next((b for b in suite.scale(scale).benchmarks if b.id == benchmark), None)
+    if ref is None:
+        raise ConfigError(f"suite {suite.name!r} scale {scale!r} has no benchmark {benchmark!r}")
+    card = summary["cards"].get(ref.label)
+    if card is None:
+        raise ConfigError(f"summary of suite {suite.name!r} ({scale}) has no card for {ref.label!r}")
+    keys = train_keys(summary)
+    if variant not in keys:
+        raise ConfigError(f"summary of suite {suite.name!r} ({scale}) has no cell for variant {variant!r}")
+    key = eval_key(keys[variant], ref.suite, ProtocolCard.from_dict(card).fingerprint())
+    path = Path(results_root) / "cells" / "eval" / key
+    if not path.exists():
+        raise ConfigError(f"{path}: no stored result for {variant} on {benchmark}")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------- rendering
+def results_table(suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout):
+    """The :class:`reports.table.Table` of a results layout (comparisons recomputed for its cells)."""
+    from harness.stats import StatsOptions
+    from harness.stats.compare import TEST_NAMES
+    from harness.stats.correction import CORRECTION_NAMES
+    from harness.stats.suite import ComparisonReport, apply_correction, compare_suite
+    from harness.stats.tables import GAIN_MARK, LOSS_MARK, metric_label
+    from harness.store import load_result
+    from reports.table import Cell, Column, Row, Table
+
+    cfg = suite.scale(scale)
+    summary = read_summary(suite, scale, results_root)
+    labels = {v.id: v.label for v in suite.variants}
+    bench_labels = {b.id: b.label for b in cfg.benchmarks}
+    baseline = suite.baseline
+    shown = [v for g in layout.rows for v in g.variants]
+    systems = [baseline] + [v for v in dict.fromkeys(shown) if v != baseline]
+    stats = dict(suite.stats)
+    options = StatsOptions(test=stats.get("test", "randomization"), seed=int(stats.get("seed", 0)),
+                           **({"resamples": int(stats["resamples"])} if "resamples" in stats else {}),
+                           **({"missing": stats["missing"]} if "missing" in stats else {}))
+    alpha = float(stats.get("alpha", 0.05))
+    aggregate_method = stats.get("aggregate", "pooled")
+    cache: dict[tuple[str, str], Any] = {}
+
+    def stored(variant: str, bench: str):
+        if (variant, bench) not in cache:
+            cache[(variant, bench)] = load_result(result_dir(suite, scale, results_root, summary, variant, bench))
+        return cache[(variant, bench)]
+
+    comparisons, keys = [], []
+    for col in layout.columns:
+        members = cfg.aggregates.get(col.benchmark)
+        if members is None and col.benchmark not in bench_labels:
+            raise ConfigError(f"layout {layout.name!r}: {col.benchmark!r} is neither a benchmark nor an aggregate "
+                              f"of scale {scale!r}")
+        benches = members or [col.benchmark]
+        results = {bench_labels[b]: {labels[v]: stored(v, b) for v in systems} for b in benches}
+        aggregates = {col.benchmark: [bench_labels[b] for b in benches]} if members else None
+        report = compare_suite(results, [col.metric], baseline=labels[baseline], aggregates=aggregates,
+                               aggregate_method=aggregate_method, options=options, correction="none", alpha=alpha)
+        dataset = col.benchmark if members else bench_labels[col.benchmark]
+        for c in report.comparisons:
+            if c.dataset == dataset:
+                comparisons.append(c)
+                keys.append(f"{col.benchmark}/{col.metric}")
+    correction = stats.get("correction", "holm")
+    apply_correction(comparisons, correction, "all")
+    report = ComparisonReport(comparisons, labels[baseline], [labels[s] for s in systems],
+                              sorted({c.metric for c in comparisons}), [], {}, options, correction, alpha, "all",
+                              aggregate_method)
+
+    columns = [Column(f"{c.benchmark}/{c.metric}", c.label or metric_label(c.metric),
+                      group=c.group or bench_labels.get(c.benchmark, c.benchmark)) for c in layout.columns]
+    cells: dict[str, dict[str, Cell]] = {s: {} for s in systems}
+    by_label = {labels[s]: s for s in systems}
+    for key, c in zip(keys, comparisons):
+        marks = ()
+        if c.significant(alpha):
+            marks = (GAIN_MARK,) if c.delta > 0 else (LOSS_MARK,) if c.delta < 0 else ()
+        cells[by_label[c.system]][key] = Cell(c.mean, delta=c.delta, marks=marks)
+        cells[baseline].setdefault(key, Cell(c.mean_base))
+    rows = []
+    for group in layout.rows:
+        for v in group.variants:
+            kind = "baseline" if v == baseline else "data"
+            rows.append(Row(labels[v], cells[v], group=group.group if kind == "data" else None, kind=kind))
+    if not any(r.kind == "baseline" for r in rows):
+        rows.insert(0, Row(labels[baseline], cells[baseline], kind="baseline"))
+    detail = (f"{CORRECTION_NAMES[correction]}-adjusted p over the {len(comparisons)} comparisons of this table"
+              if correction != "none" else "unadjusted p")
+    detail += f" < {alpha:g}, {TEST_NAMES[options.test]}"
+    legend = {GAIN_MARK: f"significantly better than {labels[baseline]} ({detail})"}
+    if any(LOSS_MARK in cell.marks for row in rows for cell in row.cells.values()):
+        legend[LOSS_MARK] = f"significantly worse than {labels[baseline]} ({detail})"
+    caption = layout.caption or f"Suite '{suite.name}' ({scale}), layout {layout.name}"
+    notes = [f"Scale {scale}; results of {Path(results_root) / 'suites' / suite.name / scale}.", *report.describe()]
+    return Table(columns=columns, rows=rows, caption=caption, label=f"tab:{suite.name}-{layout.name}-{scale}",
+                 legend=legend, notes=notes, decimals=layout.decimals or 1, scale=100.0, row_header="Variant")
+
+
+def suite_weights(suite: AblationSuite, scale: str, results_root: str | Path,
+                  variants: list[str]) -> dict[str, dict[str, float]]:
+    """``{variant id: {dataset: weight}}``: the sampling weights each variant's run used or learned."""
+    summary = read_summary(suite, scale, results_root)
+    keys = train_keys(summary)
+    out: dict[str, dict[str, float]] = {}
+    for v in variants:
+        if suite.variant(v).method == "none":
+            raise ConfigError(f"variant {v!r} is not trained; it has no dataset weights")
+        run = Path(results_root) / "cells" / "train" / keys[v]
+        exported = run / "method" / "weights.json"
+        if exported.exists():
+            out[v] = {str(k): float(w) for k, w in json.loads(exported.read_text(encoding="utf-8")).items()}
+            continue
+        record = run / "run.json"
+        if not record.exists():
+            raise ConfigError(f"{run}: no training run for variant {v!r}")
+        names = [d["name"] for d in json.loads(record.read_text(encoding="utf-8"))["data"]]
+        out[v] = {n: 1.0 / len(names) for n in names}
+    return out
+
+
+def weights_table(suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout):
+    """Datasets as rows (sorted by the first learned column, descending), one column per variant."""
+    from reports.table import Cell, Column, Row, Table
+
+    variants = [c.benchmark for c in layout.columns]
+    weights = suite_weights(suite, scale, results_root, variants)
+    names = list(next(iter(weights.values())))
+    varying = next((w for w in weights.values() if len(set(w.values())) > 1), weights[variants[0]])
+    order = sorted(names, key=lambda n: -varying.get(n, 0.0))
+    labels = {v.id: v.label for v in suite.variants}
+    columns = [Column(v, labels[v]) for v in variants]
+    rows = [Row(n, {v: Cell(weights[v].get(n)) for v in variants}) for n in order]
+    rows.append(Row("Sum", {v: Cell(sum(weights[v].values())) for v in variants}, kind="average"))
+    caption = layout.caption or f"Dataset weights of suite '{suite.name}' ({scale})"
+    return Table(columns=columns, rows=rows, caption=caption, label=f"tab:{suite.name}-{layout.name}-{scale}",
+                 notes=[f"Scale {scale}; uniform = 1/{len(names)} = {1 / len(names):.4f}."],
+                 decimals=layout.decimals or 4, scale=1.0, bold_best=False, row_header="Dataset")
+
+
+def render_layout(suite: AblationSuite, scale: str, results_root: str | Path, name: str | None = None):
+    """The table of layout ``name`` (default layout if None) at ``scale``."""
+    layout = load_layout(suite, scale, name)
+    if layout.kind == "weights":
+        return weights_table(suite, scale, results_root, layout)
+    return results_table(suite, scale, results_root, layout)
+
+
+def weights_figure(suite: AblationSuite, scale: str, results_root: str | Path, name: str | None = None):
+    """A grouped bar chart (like paper 000, Figure 3) of a weights layout's variants."""
+    from reports.plots import dataset_weight_figure
+
+    layout = load_layout(suite, scale, name)
+    if layout.kind != "weights":
+        raise ConfigError(f"layout {layout.name!r} is a {layout.kind} layout; a figure needs a weights layout")
+    variants = [c.benchmark for c in layout.columns]
+    weights = suite_weights(suite, scale, results_root, variants)
+    labels = {v.id: v.label for v in suite.variants}
+    table = weights_table(suite, scale, results_root, layout)
+    order = [r.label for r in table.rows if r.kind == "data"]
+    return dataset_weight_figure({labels[v]: weights[v] for v in variants}, datasets=order,
+                                 title=layout.caption or None, reference=1.0 / len(order))
