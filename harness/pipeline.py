@@ -80,6 +80,13 @@ def retrieve(spec: ModelSpec, loaded: LoadedBenchmark, *, cache_dir: str | Path 
                           language=card.bm25_language, index_dir=index_dir)
         identity: dict[str, Any] = {"model": "bm25", "k1": spec.bm25_k1, "b": spec.bm25_b,
                                     "analyzer": card.bm25_language, "fields": "title + ' ' + text"}
+    elif loaded.meta.get("candidates"):
+        # Reranking protocols (C-MTEB reranking): score exactly each query's candidate list.
+        from suites.benchmarks.cmteb import score_candidates
+
+        encoder = build_encoder(spec, card)
+        identity = {**encoder.identity(), "index": "candidates"}
+        run = score_candidates(encoder, loaded)
     else:
         from harness.retrieval.dense import dense_search
 

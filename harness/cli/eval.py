@@ -25,6 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", default=None, help="qrels split (default: the suite's)")
     p.add_argument("--dataset", default=None, help="dataset name within the suite (default: the folder name)")
     p.add_argument("--language", default=None, help="language code (MIRACL/MKQA; default from the folder)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="suite-specific load option (repeatable), e.g. --option gallery=sub200k --option seed=7 "
+                        "for DuReader's 200k sub-gallery; values are parsed as YAML scalars")
     p.add_argument("-m", "--metric", action="append", dest="metrics", default=None,
                    help=f"metric to report (repeatable; default: the suite's metrics, plus {', '.join(DEFAULT_METRICS)} "
                         "for the generic protocol)")
@@ -52,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     options = {"split": args.split, "dataset": args.dataset}
     if args.language:
         options["language"] = args.language
+    options.update(_parse_options(args.option))
     loaded = load_benchmark(args.dataset_dir, args.suite, **options)
     card_changes: dict = {}
     if args.metrics:
@@ -81,6 +85,20 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_table(result, out)
     return 0
+
+
+def _parse_options(items: list[str]) -> dict:
+    import yaml
+
+    from harness.errors import ConfigError
+
+    options = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--option expects KEY=VALUE, got {item!r}")
+        options[key.strip().replace("-", "_")] = yaml.safe_load(value) if value else ""
+    return options
 
 
 def _print_table(result, out: Path) -> None:

@@ -6,6 +6,9 @@ breaking ties by document id descending (``strcmp`` order).
 """
 from __future__ import annotations
 
+import contextlib
+import gc
+import itertools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,44 +165,83 @@ def _parse_score(text: str, path, line_no: int) -> float:
 
 
 def read_run(path: str | Path, name: str | None = None) -> Run:
-    """Read a TREC run file (``qid Q0 docid rank score tag``; ``.gz`` allowed)."""
+    """Read a TREC run file (``qid Q0 docid rank score tag``; ``.gz`` allowed).
+
+    Columns are split in one pass and converted with numpy; only when a conversion
+    or the duplicate check fails is the file scanned again to name the bad line.
+    """
     path = Path(path)
     if not path.exists():
         raise InputError(path, "run file does not exist")
-    qs: list[str] = []
-    ds: list[str] = []
-    ss: list[float] = []
-    seen: dict[tuple[str, str], int] = {}
-    tag = None
-    with open_text(path) as handle:
-        for line_no, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            cols = raw.split()
+    with open_text(path) as handle, _no_gc():
+        rows = [line.split() for line in handle.read().splitlines()]
+    if all(rows):
+        line_nos = range(1, len(rows) + 1)
+    else:                                   # blank lines: skip them, keep the real line numbers
+        line_nos = [i + 1 for i, cols in enumerate(rows) if cols]
+        rows = [cols for cols in rows if cols]
+    if not rows:
+        raise InputError(path, "run file contains no results")
+    if set(map(len, rows)) != {6}:
+        for line_no, cols in zip(line_nos, rows):
             if len(cols) != 6:
                 raise InputError(path, f"expected 6 columns (qid Q0 docid rank score tag), got {len(cols)}", line_no)
-            qid, _, did, rank_text, score_text, tag = cols
+    with _no_gc():
+        qs, _, ds, rank_texts, score_texts, tags = zip(*rows)
+    try:
+        np.asarray(rank_texts, dtype=np.int64)
+    except (ValueError, OverflowError):
+        for line_no, text in zip(line_nos, rank_texts):
             try:
-                int(rank_text)
+                int(text)
             except ValueError:
-                raise InputError(path, f"rank {rank_text!r} is not an integer", line_no) from None
-            score = _parse_score(score_text, path, line_no)
-            key = (qid, did)
-            if key in seen:
-                raise InputError(path, f"document {did!r} appears twice for query {qid!r} (first on line {seen[key]})", line_no)
-            seen[key] = line_no
-            qs.append(qid)
-            ds.append(did)
-            ss.append(score)
-    if not qs:
-        raise InputError(path, "run file contains no results")
-    return Run.from_arrays(qs, ds, ss, name=name or tag or path.stem, source=str(path), check_duplicates=False)
+                raise InputError(path, f"rank {text!r} is not an integer", line_no) from None
+    try:
+        scores = np.asarray(score_texts, dtype=np.float64)
+    except ValueError:
+        for line_no, text in zip(line_nos, score_texts):
+            _parse_score(text, path, line_no)
+        raise
+    if not np.all(np.isfinite(scores)):
+        i = int(np.flatnonzero(~np.isfinite(scores))[0])
+        raise InputError(path, f"score {score_texts[i]!r} is not finite", line_nos[i])
+    try:
+        return Run.from_arrays(qs, ds, scores, name=name or tags[-1] or path.stem, source=str(path))
+    except InputError as exc:
+        if "appears twice" not in exc.problem:
+            raise
+        _raise_duplicate_line(path, qs, ds, line_nos)
+        raise
+
+
+@contextlib.contextmanager
+def _no_gc():
+    """Pause the cyclic garbage collector while millions of small lists are built
+    (it would rescan them all repeatedly; they hold no cycles)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _raise_duplicate_line(path: Path, qs, ds, line_nos) -> None:
+    first: dict[tuple[str, str], int] = {}
+    for q, d, line_no in zip(qs, ds, line_nos):
+        if (q, d) in first:
+            raise InputError(path, f"document {d!r} appears twice for query {q!r} (first on line {first[(q, d)]})",
+                             line_no)
+        first[(q, d)] = line_no
 
 
 def write_run(run: Run, path: str | Path, tag: str | None = None) -> None:
     """Write a TREC run atomically (``.gz`` compresses); ranks follow trec_eval order."""
     tag = (tag or run.name or "run").replace(" ", "_")
     ranks = run.ranks().tolist()
+    rows = zip(run.query_ids.tolist(), run.doc_ids.tolist(), ranks, run.scores.tolist())
     with atomic_write(path) as handle:
-        for q, d, r, s in zip(run.query_ids.tolist(), run.doc_ids.tolist(), ranks, run.scores.tolist()):
-            handle.write(f"{q} Q0 {d} {r} {s!r} {tag}\n")
+        # Large blocks: one write (and one gzip call) per 100k lines, not per line.
+        while block := list(itertools.islice(rows, 100_000)):
+            handle.write("".join(f"{q} Q0 {d} {r} {s!r} {tag}\n" for q, d, r, s in block))

@@ -33,7 +33,8 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
         if path.suffix == ".gz":
             # mtime=0 keeps gzip output byte-identical across runs.
             raw = open(tmp, "wb")
-            gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)
+            # Level 6 (zlib's default trade-off): level 9 is much slower for little gain on runs.
+            gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6)
             handle: IO[Any] = gz if binary else _TextGzip(gz, encoding or "utf-8")
             try:
                 yield handle
