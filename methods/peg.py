@@ -11,10 +11,10 @@ The loss (cosine similarities ``s``, temperature tau, per batch of B positive pa
     loss  = mean_q  w_q * ( logsumexp(s(q,p)/tau, a_n * s(q,n)/tau ...) - s(q,p)/tau )
 
 ``w_q``, ``a_n``, ``sigma`` and ``t`` carry no gradient.  Everything is computed in log
-space (``logsumexp``), so tau = 0.01 (logits near 100) cannot overflow.  Two documented
-guards beyond the paper: ``w_q`` is clipped to [0, 1] (the ratio is meaningless when
-sigma <= 0 or s(q, p) < 0, where it would exceed 1 or turn the loss into gradient
-ascent); with both ingredients switched off the loss is exactly InfoNCE.
+space (``logsumexp``), so tau = 0.01 (logits near 100) cannot overflow.  One guard beyond
+the paper: ``w_q`` is clipped to [0, 1] (the ratio is meaningless when sigma <= 0 or
+s(q, p) < 0, where it would exceed 1 or turn the loss into gradient ascent); it never binds
+for 0 <= s(q, p) < sigma.  With both ingredients switched off the loss is exactly InfoNCE.
 
 :func:`peg_loss` is the public kernel on (positive, negatives) similarities;
 :func:`peg_from_scores` works on a full candidate matrix (the trainer's layout) and
@@ -43,7 +43,7 @@ A_MODES = ("pos", "neg")
 T_MODES = ("momentum", "constant")
 STATISTICS = ("global", "local")
 REDUCTIONS = ("mean", "sum", "none")
-PLOTTED = ("t", "sigma", "downweighted_share", "modulated_share", "emphasised_share")
+PLOTTED = ("t", "sigma", "downweighted_share", "modulated_share", "emphasised_share", "damped_share")
 
 
 @dataclass
@@ -191,6 +191,7 @@ def _check_options(alpha: float, tau: float, a_mode: str, reduction: str) -> Non
 _PAPER = {
     # Paper 002, fine-tuning: BERT-large (24 layers, 16 heads, 1024 wide) with RetroMAE pre-training on
     # Chinese (not released); the public stand-in is a Chinese BERT-large-architecture checkpoint.
+    # Pooling is not stated; CLS as in BGE, which the paper follows for its instruction.
     "model": "hfl/chinese-roberta-wwm-ext-large", "pooling": "cls", "append_eos": False,
     "query_max_length": 64, "doc_max_length": 256,
     # BGE-style: one fixed instruction before every query, none on passages.
@@ -199,6 +200,7 @@ _PAPER = {
     "similarity": "cos", "temperature": 0.01, "n_hard_negatives": 5,
     "in_batch_negatives": True, "cross_batch_negatives": True,
     # 432 queries per GPU x 32 GPUs; 5 epochs over 110M rows = ceil(5 * 110e6 / 13824) steps.
+    # Warmup and weight decay are not stated: none, and AdamW's usual 0.01.
     "batch_size": 13824, "grad_accum": 1, "sampling": "homogeneous",
     "steps": 39786, "warmup_steps": 0, "lr": 1e-5, "schedule": "linear", "min_lr_ratio": 0.0,
     "weight_decay": 0.01, "max_grad_norm": 1.0,
@@ -227,7 +229,7 @@ class PEG(Method):
     """PEG's progressive loss on the trainer's InfoNCE candidates; vanilla InfoNCE with both ingredients off.
 
     Options (``TrainSpec.method_options``): ``alpha``, ``beta``, ``tau`` (None: the spec's
-    temperature), ``a_mode`` ("pos" | "neg"), ``weight_queries`` (w_q), ``scale_negatives``
+    temperature, which the logged plain InfoNCE always uses), ``a_mode`` ("pos" | "neg"), ``weight_queries`` (w_q), ``scale_negatives``
     (a_n), ``t_mode`` ("momentum" | "constant"), ``t_init`` (t0, or the constant t),
     ``statistics`` ("global": all-gathered batch; "local": this rank's queries) and
     ``record_query_weights`` (write w_q per training query to ``method/query_weights.tsv``).
@@ -345,7 +347,7 @@ _SUMS = ("queries", "above", "sum_w", "negatives", "modulated", "emphasised", "d
 
 
 def progressive_state_figure(records: list[dict[str, Any]], stem: str | Path, label: str = "PEG") -> list[Path]:
-    """Plot t, sigma and the down-weighted / modulated / emphasised shares over steps (PNG + PDF)."""
+    """Plot t, sigma and the down-weighted / modulated / emphasised / damped shares over steps (PNG + PDF)."""
     from reports.plots import save_figure, training_curves_figure
 
     fig = training_curves_figure({label: records}, scalars=PLOTTED, height_per_scalar=2.0)

@@ -44,6 +44,10 @@ KNOWN_CONFIGS: dict[str, dict[str, Any]] = {
     "mistralai/Mistral-7B-v0.1": {"model_type": "mistral", "hidden_size": 4096, "num_hidden_layers": 32,
                                   "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8,
                                   "vocab_size": 32000},
+    # BERT-large architecture with the Chinese vocabulary (the public stand-in for PEG's backbone).
+    "hfl/chinese-roberta-wwm-ext-large": {"model_type": "bert", "hidden_size": 1024, "num_hidden_layers": 24,
+                                          "intermediate_size": 4096, "num_attention_heads": 16,
+                                          "vocab_size": 21128},
     "meta-llama/Meta-Llama-3-8B": {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
                                    "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8,
                                    "vocab_size": 128256},

@@ -1,0 +1,64 @@
+"""The `peg` ablation suite file: its variants are valid PEG option sets, every scale resolves,
+and the paper scale's dry run prints the plan here, without the user's data or weights."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+_REPO = str(Path(__file__).resolve().parents[2])
+if _REPO not in sys.path:
+    sys.path.insert(0, _REPO)
+if "methods" in sys.modules and getattr(sys.modules["methods"], "__file__", None) is None:
+    del sys.modules["methods"]
+
+from harness.ablation import load_suite  # noqa: E402
+from harness.ablation.cells import expand_train_cells  # noqa: E402
+from methods.peg import PEG  # noqa: E402
+
+
+def test_variants_are_the_issue_ablations():
+    suite = load_suite("peg")
+    assert suite.baseline == "vanilla" and set(suite.scales) == {"tiny", "small", "paper"}
+    options = {v.id: PEG().resolve_options(v.options) for v in suite.variants}
+    assert all(v.method == "peg" for v in suite.variants)
+    vanilla = options["vanilla"]
+    assert not vanilla["weight_queries"] and not vanilla["scale_negatives"]
+    full = options["peg"]
+    assert full == PEG.default_options                                   # the paper's loss, a_mode "pos"
+    assert not options["no-wq"]["weight_queries"] and options["no-wq"]["scale_negatives"]
+    assert options["no-an"]["weight_queries"] and not options["no-an"]["scale_negatives"]
+    assert options["const-t"]["t_mode"] == "constant"
+    assert options["a-neg"]["a_mode"] == "neg"
+
+
+def test_paper_scale_is_the_paper_recipe_without_data(monkeypatch):
+    monkeypatch.delenv("HARNESS_PEG_DATA", raising=False)
+    cells = expand_train_cells(load_suite("peg"), "paper", load_data=False)
+    assert len({c.key for c in cells}) == 6
+    spec = cells[0].spec
+    assert (spec.batch_size, spec.n_hard_negatives, spec.query_max_length, spec.doc_max_length) == (13824, 5, 64, 256)
+    assert (spec.temperature, spec.lr, spec.schedule, spec.similarity) == (0.01, 1e-5, "linear", "cos")
+    assert cells[0].data_entries == ["{peg_data}/train"]
+    assert load_suite("peg").scale("paper").dry_run_only
+
+
+def test_paper_dry_run_prints_the_plan(capsys, monkeypatch, tmp_path):
+    from harness.cli import main
+
+    monkeypatch.delenv("HARNESS_PEG_DATA", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["run", "peg", "--scale", "paper", "--dry-run", "--results-root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "6 training cells x 9 benchmarks" in out and "{peg_data}/train" in out
+    assert out.count("batch=13824") == 6 and "lengths=64/256" in out
+    assert "GPU-hours" in out                                               # BERT-large compute estimate
+
+
+@pytest.mark.parametrize("scale,steps,tau", [("tiny", 150, 0.05), ("small", 40, 0.01)])
+def test_cpu_scales(scale, steps, tau):
+    suite = load_suite("peg")
+    cells = expand_train_cells(suite, scale, load_data=False)
+    assert len({c.key for c in cells}) == 6
+    assert {(c.spec.steps, c.spec.temperature) for c in cells} == {(steps, tau)}
