@@ -234,8 +234,10 @@ class PEG(Method):
     ``statistics`` ("global": all-gathered batch; "local": this rank's queries) and
     ``record_query_weights`` (write w_q per training query to ``method/query_weights.tsv``).
     Logged per step (``method`` in the training log): t, sigma, the mean positive similarity,
-    the share of down-weighted queries and mean w_q, and the shares of negatives that are
-    modulated (meet the a_n condition), emphasised (a_n > 1) and damped (a_n < 1).
+    ``downweighted_share`` (queries below sigma: down-weighted when ``weight_queries`` is on) and
+    the mean applied w_q, and the shares of negatives that meet the a_n condition
+    (``modulated_share``; scaled when ``scale_negatives`` is on) and that are emphasised
+    (a_n > 1) or damped (a_n < 1).  The ablations thus log what full PEG would have selected.
     """
 
     description = "PEG progressive loss (paper 002) and vanilla InfoNCE ablations"
