@@ -365,6 +365,11 @@ class Tdro(Method):
         return super().train(spec, data, workdir)
 
     # ------------------------------------------------------------------ trainer hooks
+    def configure(self, ctx) -> None:
+        if self._sampling is None:
+            raise ConfigError("tdro: the transfer weights come from Tdro.train (stage 1 first); "
+                              "do not hand this method to a Trainer directly")
+
     def dataset_weights(self, spec, data):
         if self._sampling is None:        # a plan before stage 1 exists: the uniform start
             return np.full(len(data), 1.0 / len(data))

@@ -216,6 +216,13 @@ class SuiteRun:
                 "cards": {bench: next(iter(pv.values())).card.to_dict() for bench, pv in results.items()}}
 
 
+def _launch() -> tuple[int, int]:
+    """(processes, rank) of a multi-process launch, from the launcher's environment (1, 0 otherwise)."""
+    import os
+
+    return int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+
+
 def _has_gpu() -> bool:
     import torch
 
@@ -233,6 +240,16 @@ def run_suite(suite: AblationSuite, scale: str = "tiny", results_root: str | Pat
         if unknown:
             raise ConfigError(f"--only names unknown variant(s): {', '.join(unknown)}")
         cells = [c for c in cells if c.variant.id in only]
+    world, rank = _launch()
+    if world > 1:
+        # Under ``accelerate launch``/``torchrun`` every process trains each cell together (DDP);
+        # evaluation and the tables then run on the main process alone, so the other processes
+        # never wait in a collective while it encodes corpora.
+        for cell in {c.key: c for c in cells}.values():
+            runner.train(cell)
+        if rank != 0:
+            return SuiteOutcome(suite.name, scale, runner.report_dir, False,
+                                pending=[f"evaluation runs on the main process (this is rank {rank} of {world})"])
     done_keys: set[str] = set()
     total = len(cells)
     for i, cell in enumerate(cells, start=1):
