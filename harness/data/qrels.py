@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Mapping
 
 import numpy as np
 
-from harness.data.ids import as_id_array, group_bounds
+from harness.data.grouped import QueryGrouped
+from harness.data.ids import as_id_array
 from harness.errors import InputError
 from harness.io import atomic_write, open_text
 
@@ -24,7 +25,7 @@ BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
 
 
 @dataclass(frozen=True)
-class Qrels:
+class Qrels(QueryGrouped):
     """Judgements as parallel arrays sorted by (query id, doc id).
 
     ``relevance`` holds the raw graded labels (they may be 0 or negative: judged
@@ -64,33 +65,11 @@ class Qrels:
                 rs.append(int(rel))
         return cls.from_arrays(qs, ds, rs, source)
 
-    def to_dict(self) -> dict[str, dict[str, int]]:
-        out: dict[str, dict[str, int]] = {}
-        for q, d, r in zip(self.query_ids.tolist(), self.doc_ids.tolist(), self.relevance.tolist()):
-            out.setdefault(q, {})[d] = r
-        return out
+    @property
+    def values(self) -> np.ndarray:
+        return self.relevance
 
-    def __len__(self) -> int:
-        return len(self.query_ids)
-
-    def bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(unique query ids, starts, ends)``: the rows of each query are ``starts[i]:ends[i]``."""
-        if "b" not in self._bounds:
-            starts, ends = group_bounds(self.query_ids)
-            self._bounds["b"] = (self.query_ids[starts], starts, ends)
-        return self._bounds["b"]
-
-    def query_list(self) -> list[str]:
-        return self.bounds()[0].tolist()
-
-    def groups(self) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
-        """Yield ``(query id, doc ids, relevance)`` per query."""
-        qids, starts, ends = self.bounds()
-        for qid, s, e in zip(qids.tolist(), starts, ends):
-            yield qid, self.doc_ids[s:e], self.relevance[s:e]
-
-    def subset(self, query_ids) -> "Qrels":
-        keep = np.isin(self.query_ids, as_id_array(list(query_ids)))
+    def _take(self, keep: np.ndarray) -> "Qrels":
         return Qrels(self.query_ids[keep], self.doc_ids[keep], self.relevance[keep], self.source)
 
     def num_relevant(self, threshold: int = 1) -> dict[str, int]:

@@ -12,17 +12,18 @@ import itertools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Mapping
 
 import numpy as np
 
-from harness.data.ids import as_id_array, factorize_grouped, group_bounds, hash_ids
+from harness.data.grouped import QueryGrouped
+from harness.data.ids import as_id_array, factorize_grouped, hash_ids
 from harness.errors import InputError
 from harness.io import atomic_write, open_text
 
 
 @dataclass(frozen=True)
-class Run:
+class Run(QueryGrouped):
     """A run as parallel arrays, sorted by query id and then in trec_eval rank order."""
 
     query_ids: np.ndarray
@@ -66,30 +67,12 @@ class Run:
                 ss.append(float(score))
         return cls.from_arrays(qs, ds, ss, name=name)
 
-    def to_dict(self) -> dict[str, dict[str, float]]:
-        out: dict[str, dict[str, float]] = {}
-        for q, d, s in zip(self.query_ids.tolist(), self.doc_ids.tolist(), self.scores.tolist()):
-            out.setdefault(q, {})[d] = s
-        return out
+    @property
+    def values(self) -> np.ndarray:
+        return self.scores
 
-    def __len__(self) -> int:
-        return len(self.query_ids)
-
-    def bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(unique query ids, starts, ends)``; rows ``starts[i]:ends[i]`` are query i in rank order."""
-        if "b" not in self._bounds:
-            starts, ends = group_bounds(self.query_ids)
-            self._bounds["b"] = (self.query_ids[starts], starts, ends)
-        return self._bounds["b"]
-
-    def query_list(self) -> list[str]:
-        return self.bounds()[0].tolist()
-
-    def groups(self) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
-        """Yield ``(query id, doc ids, scores)`` per query, in rank order."""
-        qids, starts, ends = self.bounds()
-        for qid, s, e in zip(qids.tolist(), starts, ends):
-            yield qid, self.doc_ids[s:e], self.scores[s:e]
+    def _take(self, keep: np.ndarray) -> "Run":
+        return Run(self.query_ids[keep], self.doc_ids[keep], self.scores[keep], self.name, self.source)
 
     def ranks(self) -> np.ndarray:
         """1-based rank of every row within its query."""
@@ -99,17 +82,11 @@ class Run:
 
     def top_k(self, k: int) -> "Run":
         """Keep the first ``k`` documents of every query (after trec_eval ordering)."""
-        keep = self.ranks() <= k
-        return Run(self.query_ids[keep], self.doc_ids[keep], self.scores[keep], self.name, self.source)
-
-    def subset(self, query_ids) -> "Run":
-        keep = np.isin(self.query_ids, as_id_array(list(query_ids)))
-        return Run(self.query_ids[keep], self.doc_ids[keep], self.scores[keep], self.name, self.source)
+        return self._take(self.ranks() <= k)
 
     def without_self_hits(self) -> "Run":
         """Drop rows whose document id equals the query id (BEIR's ArguAna/Quora protocol)."""
-        keep = self.query_ids != self.doc_ids
-        return Run(self.query_ids[keep], self.doc_ids[keep], self.scores[keep], self.name, self.source)
+        return self._take(self.query_ids != self.doc_ids)
 
 
 def _trec_order(qcode: np.ndarray, scores: np.ndarray, doc_ids: np.ndarray) -> np.ndarray:
