@@ -236,7 +236,7 @@ def transfer_plan(weights: Sequence[float] | np.ndarray, transfer: str, percent:
 
 
 # ---------------------------------------------------------------------------------------------- specs
-def _spec_with(spec: "TrainSpec", changes: Mapping[str, Any], method_options: dict[str, Any]) -> "TrainSpec":
+def spec_with(spec: "TrainSpec", changes: Mapping[str, Any], method_options: dict[str, Any]) -> "TrainSpec":
     """``spec`` with ``changes`` and *replaced* method options (``TrainSpec.replace`` would merge them)."""
     from harness.train.spec import TrainSpec
 
@@ -257,7 +257,7 @@ def reference_spec(spec: "TrainSpec", options: Mapping[str, Any]) -> "TrainSpec"
     if options.get("proxy_model"):
         changes["model"] = options["proxy_model"]
     changes.update(options.get("reference") or {})
-    return _spec_with(spec, changes, {})
+    return spec_with(spec, changes, {})
 
 
 def stage1_spec(spec: "TrainSpec", options: Mapping[str, Any]) -> "TrainSpec":
@@ -269,7 +269,7 @@ def stage1_spec(spec: "TrainSpec", options: Mapping[str, Any]) -> "TrainSpec":
     stage1_options = {"measure": measure, "mode": options["mode"], "lr_alpha": options["lr_alpha"],
                       "max_norm": options["max_norm"],
                       "reference": None if measure == "proxy" else reference_spec(spec, options).result_dict()}
-    return _spec_with(spec, changes, stage1_options)
+    return spec_with(spec, changes, stage1_options)
 
 
 def read_learned_weights(method_dir: str | Path, source: str = "final") -> dict[str, float]:
@@ -399,6 +399,6 @@ class Tdro(Method):
             "loss_multipliers": dict(zip(names, map(float, self._multipliers)))})
 
 
-__all__ = ["MEASURES", "MODES", "TRANSFERS", "Tdro", "clip_to_norm", "group_measurements", "read_learned_weights",
+__all__ = ["MEASURES", "MODES", "TRANSFERS", "Tdro", "clip_to_norm", "spec_with", "group_measurements", "read_learned_weights",
            "reference_spec", "select_bottom", "select_top", "selection_size", "stage1_spec", "transfer_plan",
            "update_weights", "weighted_proxy_loss"]

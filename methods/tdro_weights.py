@@ -99,11 +99,11 @@ class TdroWeights(Method):
     # ------------------------------------------------------------------ reference
     def default_reference(self, spec) -> dict[str, Any]:
         """The uniform recipe's batching and negatives on this spec (used when ``reference`` is not given)."""
-        from methods.tdro import _spec_with
+        from methods.tdro import spec_with
 
         changes = {"sampling": "homogeneous", "in_batch_negatives": True, "cross_batch_negatives": True,
                    "n_hard_negatives": 1, "grad_accum": 1, "dataset_weights": None}
-        return _spec_with(spec, changes, {}).result_dict()
+        return spec_with(spec, changes, {}).result_dict()
 
     def planned_dependencies(self, spec) -> list[PlannedRun]:
         from harness.train.spec import TrainSpec
