@@ -11,7 +11,7 @@ The loss (cosine similarities ``s``, temperature tau, per batch of B positive pa
     loss  = mean_q  w_q * ( logsumexp(s(q,p)/tau, a_n * s(q,n)/tau ...) - s(q,p)/tau )
 
 ``w_q``, ``a_n``, ``sigma`` and ``t`` carry no gradient.  Everything is computed in log
-space (``logsumexp``), so tau = 0.01 (logits near 100) cannot overflow.  One guard beyond
+space (the log-sum-exp of ``cross_entropy``), so tau = 0.01 (logits near 100) cannot overflow.  One guard beyond
 the paper: ``w_q`` is clipped to [0, 1] (the ratio is meaningless when sigma <= 0 or
 s(q, p) < 0, where it would exceed 1 or turn the loss into gradient ascent); it never binds
 for 0 <= s(q, p) < sigma.  With both ingredients switched off the loss is exactly InfoNCE.
@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+import torch.nn.functional as F
 
 from harness.errors import ConfigError
 from methods.base import Method, register_method
@@ -58,27 +59,39 @@ class PEGTerms:
     pos: torch.Tensor           # (B,) positive similarities
     weights: torch.Tensor       # (B,) w_q as applied (ones when query weighting is off)
     above: torch.Tensor         # (B,) bool: s(q, p) >= sigma (the query is not down-weighted)
-    modulated: torch.Tensor     # (B, C) bool: negatives that meet the a_n condition
+    hard: torch.Tensor          # (B, C) bool: the a_n condition, before the candidate mask
+    allowed: torch.Tensor       # (B, C) bool: the candidates (positive included)
+    targets: torch.Tensor       # (B,) the positive's column
     base: torch.Tensor | None   # a_n of modulated negatives: (B, 1) t + s(q,p), (B, C) t + s(q,n); None if off
-    n_negatives: int
+
+    @property
+    def modulated(self) -> torch.Tensor:
+        """(B, C) bool: the negatives that meet the a_n condition (scaled when scaling is on)."""
+        return self.hard & self.allowed
+
+    @property
+    def n_negatives(self) -> int:
+        rows = torch.arange(len(self.targets), device=self.targets.device)
+        return int(torch.count_nonzero(self.allowed)) - int(torch.count_nonzero(self.allowed[rows, self.targets]))
 
     @property
     def factor(self) -> torch.Tensor:
         """a_n as applied, (B, C): ``base`` where modulated, else 1 (all ones when scaling is off)."""
         if self.base is None:
-            return torch.ones_like(self.modulated, dtype=self.pos.dtype)
+            return torch.ones_like(self.hard, dtype=self.pos.dtype)
         return torch.where(self.modulated, self.base, 1.0)
 
     def modulation_counts(self) -> tuple[int, int, int]:
         """(modulated, emphasised: a_n > 1, damped: a_n < 1) negatives, without building ``factor``."""
-        modulated = int(self.modulated.sum())
+        mask = self.modulated
         if self.base is None:
-            return modulated, 0, 0
+            return int(torch.count_nonzero(mask)), 0, 0
         if self.base.shape[1] == 1:           # "pos": one a_n per query row
-            per_row = self.modulated.sum(1)
+            per_row = torch.count_nonzero(mask, dim=1)
             row_base = self.base[:, 0]
-            return modulated, int(per_row[row_base > 1].sum()), int(per_row[row_base < 1].sum())
-        return modulated, int((self.modulated & (self.base > 1)).sum()), int((self.modulated & (self.base < 1)).sum())
+            return int(per_row.sum()), int(per_row[row_base > 1].sum()), int(per_row[row_base < 1].sum())
+        return (int(torch.count_nonzero(mask)), int(torch.count_nonzero(mask & (self.base > 1))),
+                int(torch.count_nonzero(mask & (self.base < 1))))
 
 
 def peg_from_scores(sim: torch.Tensor, targets: torch.Tensor, allowed: torch.Tensor, t: float | torch.Tensor, *,
@@ -107,25 +120,28 @@ def peg_from_scores(sim: torch.Tensor, targets: torch.Tensor, allowed: torch.Ten
         t_old = torch.as_tensor(t, dtype=sim.dtype, device=sim.device)
         new_t = alpha * mean + (1.0 - alpha) * t_old if momentum else t_old
         above = pos_d >= sigma
-        # Ties count as hard ("s(q, n) < s(q, p)" keeps a_n = 1); the positive itself is never a negative.
-        modulated = (sim_d >= pos_d.unsqueeze(1)) & allowed & above.unsqueeze(1)
-        modulated[rows, targets] = False
+        # One comparison per entry: rows below sigma get an unreachable threshold.  Ties count as
+        # hard ("s(q, n) < s(q, p)" keeps a_n = 1); the positive itself is never a negative, and
+        # non-candidates are masked out of the logits below.
+        threshold = torch.where(above, pos_d, float("inf"))
+        hard = sim_d >= threshold.unsqueeze(1)
+        hard[rows, targets] = False
         if weight_queries:
             weights = torch.where(above, 1.0, (pos_d / sigma).clamp(0.0, 1.0))
         else:
             weights = torch.ones_like(pos_d)
         if scale_negatives:
             base = new_t + (pos_d.unsqueeze(1) if a_mode == "pos" else sim_d)
-            # a_n / tau in one pass over the (B, C) matrix (base is (B, 1) in "pos" mode)
-            scale = torch.where(modulated, base / tau, 1.0 / tau)
+            # a_n / tau = 1/tau + hard * (a_n - 1)/tau: cheaper than a broadcasting torch.where
+            scale = hard.to(sim.dtype).mul_((base - 1.0) / tau).add_(1.0 / tau)
         else:
             base = None
             scale = 1.0 / tau
-        n_negatives = int(allowed.sum()) - int(allowed[rows, targets].sum())
     logits = torch.where(allowed, sim * scale, float("-inf"))
-    losses = weights * (torch.logsumexp(logits, dim=1) - logits[rows, targets])
+    # cross_entropy = logsumexp(row) - logit of the positive, in one fused log-space kernel
+    losses = weights * F.cross_entropy(logits, targets, reduction="none")
     loss = losses if reduction == "none" else losses.sum() if reduction == "sum" else losses.mean()
-    return PEGTerms(loss, losses, new_t.detach(), sigma, mean, pos_d, weights, above, modulated, base, n_negatives)
+    return PEGTerms(loss, losses, new_t.detach(), sigma, mean, pos_d, weights, above, hard, allowed, targets, base)
 
 
 def peg_loss(pos_sim: torch.Tensor, neg_sim: torch.Tensor, t: float | torch.Tensor, alpha: float = 0.5,
