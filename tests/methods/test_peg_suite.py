@@ -56,7 +56,7 @@ def test_paper_dry_run_prints_the_plan(capsys, monkeypatch, tmp_path):
     assert "GPU-hours" in out                                               # BERT-large compute estimate
 
 
-@pytest.mark.parametrize("scale,steps,tau", [("tiny", 150, 0.05), ("small", 40, 0.01)])
+@pytest.mark.parametrize("scale,steps,tau", [("tiny", 150, 0.05), ("small", 80, 0.01)])
 def test_cpu_scales(scale, steps, tau):
     suite = load_suite("peg")
     cells = expand_train_cells(suite, scale, load_data=False)
