@@ -108,9 +108,13 @@ def dataset_weight_figure(
     ax.set_ylabel(ylabel)
     if log_scale:
         ax.set_yscale("log")
+    else:
+        # Headroom above the tallest bar so the legend (drawn at the top) never covers a bar.
+        top = max(max(float(v) for v in values.values()) for values in weights.values())
+        ax.set_ylim(0, top * (1.15 + 0.1 * ((n + 1) // 4 + 1)))
     if title:
         ax.set_title(title)
-    ax.legend(fontsize=8, ncols=min(n + (reference is not None), 4))
+    ax.legend(fontsize=8, ncols=min(n + (reference is not None), 4), loc="upper right")
     ax.grid(axis="y", alpha=0.3)
     return fig
 
