@@ -4,19 +4,9 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 from pathlib import Path
 
 import pytest
-
-_REPO = str(Path(__file__).resolve().parents[2])
-if _REPO not in sys.path:
-    sys.path.insert(0, _REPO)
-if "methods" in sys.modules and getattr(sys.modules["methods"], "__file__", None) is None:
-    del sys.modules["methods"]
-_TRAIN_TESTS = str(Path(__file__).resolve().parents[1] / "train")
-if _TRAIN_TESTS not in sys.path:
-    sys.path.insert(1, _TRAIN_TESTS)
 
 pytestmark = pytest.mark.slow        # two spawned processes: about half a minute
 
@@ -36,9 +26,10 @@ def worker(rank: int, world: int, port: int, model_dir: str, out_dir: str) -> No
     import torch
 
     torch.set_num_threads(1)
+    from trainutil import make_data
+
     from harness.train.trainer import Trainer, make_accelerator
     from methods.peg import PEG
-    from trainutil import make_data
 
     class Recording(PEG):
         def on_step_end(self, ctx):
@@ -59,10 +50,10 @@ def test_global_statistics_two_ranks_equal_one(tmp_path):
     import torch
     import torch.multiprocessing as mp
     from safetensors.torch import load_file
+    from trainutil import make_data, make_tiny_bert
 
     from harness.train.logs import read_log
     from methods.peg import PEG
-    from trainutil import make_data, make_tiny_bert
 
     model_dir = str(make_tiny_bert(tmp_path / "model", dropout=0.0))
     mp.spawn(worker, args=(2, free_port(), model_dir, str(tmp_path)), nprocs=2, join=True)

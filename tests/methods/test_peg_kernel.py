@@ -7,20 +7,12 @@ Oracle batch (tau = 1, alpha = 0.5, beta = 0.1, t0 = 0): q1 has positive 0.8 and
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-_REPO = str(Path(__file__).resolve().parents[2])
-if _REPO not in sys.path:
-    sys.path.insert(0, _REPO)
-if "methods" in sys.modules and getattr(sys.modules["methods"], "__file__", None) is None:
-    del sys.modules["methods"]
-
-from harness.train.losses import candidate_mask, info_nce_from_scores  # noqa: E402
-from methods.peg import peg_from_scores, peg_loss  # noqa: E402
+from harness.train.losses import candidate_mask, info_nce_from_scores
+from methods.peg import peg_from_scores, peg_loss
 
 F64 = torch.float64
 

@@ -5,27 +5,17 @@ from __future__ import annotations
 
 import json
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+from trainutil import load_tiny, make_data, make_tiny_bert, plain_step, step_context
 
-_REPO = str(Path(__file__).resolve().parents[2])
-if _REPO not in sys.path:
-    sys.path.insert(0, _REPO)
-if "methods" in sys.modules and getattr(sys.modules["methods"], "__file__", None) is None:
-    del sys.modules["methods"]
-sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "train"))
-
-import torch  # noqa: E402
-
-from harness.errors import ConfigError, InputError  # noqa: E402
-from harness.train.logs import read_log  # noqa: E402
-from harness.train.spec import TrainSpec  # noqa: E402
-from methods import get_method, list_methods  # noqa: E402
-from methods.peg import PEG, peg_loss, read_query_weights  # noqa: E402
-from trainutil import load_tiny, make_data, make_tiny_bert, plain_step, step_context  # noqa: E402
+from harness.errors import ConfigError, InputError
+from harness.train.logs import read_log
+from harness.train.spec import TrainSpec
+from methods import get_method, list_methods
+from methods.peg import PEG, peg_loss, read_query_weights
 
 EXAMPLES = [(0, 0), (0, 3), (0, 5), (0, 7), (0, 1), (0, 9)]
 VANILLA = {"weight_queries": False, "scale_negatives": False}

@@ -19,19 +19,10 @@ carries the noise of the load.
 from __future__ import annotations
 
 import os
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-_REPO = str(Path(__file__).resolve().parents[2])
-if _REPO not in sys.path:
-    sys.path.insert(0, _REPO)
-if "methods" in sys.modules and getattr(sys.modules["methods"], "__file__", None) is None:
-    del sys.modules["methods"]
-sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "train"))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytestmark = [pytest.mark.benchmark, pytest.mark.slow]
@@ -112,9 +103,10 @@ def test_loss_step_cost_at_the_paper_batch_shape(benchmark):
 
 
 def test_training_micro_batch_cost_minilm(benchmark, shared_data):
+    from trainutil import load_tiny, plain_step, step_context
+
     from harness.data.collections import load_training_data
     from methods.peg import PEG
-    from trainutil import load_tiny, plain_step, step_context
 
     data = load_training_data([shared_data / "train-multidomain"])
     squad = data.index("squad")

@@ -2,20 +2,11 @@
 and the paper scale's dry run prints the plan here, without the user's data or weights."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-_REPO = str(Path(__file__).resolve().parents[2])
-if _REPO not in sys.path:
-    sys.path.insert(0, _REPO)
-if "methods" in sys.modules and getattr(sys.modules["methods"], "__file__", None) is None:
-    del sys.modules["methods"]
-
-from harness.ablation import load_suite  # noqa: E402
-from harness.ablation.cells import expand_train_cells  # noqa: E402
-from methods.peg import PEG  # noqa: E402
+from harness.ablation import load_suite
+from harness.ablation.cells import expand_train_cells
+from methods.peg import PEG
 
 
 def test_variants_are_the_issue_ablations():

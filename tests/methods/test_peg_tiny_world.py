@@ -9,17 +9,8 @@ The measured numbers are printed (run with ``-s``).  About half a minute on one 
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-_REPO = str(Path(__file__).resolve().parents[2])
-if _REPO not in sys.path:
-    sys.path.insert(0, _REPO)
-if "methods" in sys.modules and getattr(sys.modules["methods"], "__file__", None) is None:
-    del sys.modules["methods"]
 
 pytestmark = pytest.mark.slow
 

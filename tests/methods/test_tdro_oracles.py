@@ -1,23 +1,20 @@
 """tDRO oracles T1-T9 (METHODS.md 1.7) through the public functions of ``methods.tdro``."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
-# pytest puts tests/ on sys.path, where this folder would shadow the ``methods`` package.
-_REPO = str(Path(__file__).resolve().parents[2])
-if _REPO not in sys.path:
-    sys.path.insert(0, _REPO)
-if "methods" in sys.modules and getattr(sys.modules["methods"], "__file__", None) is None:
-    del sys.modules["methods"]
-
-from harness.errors import ConfigError  # noqa: E402
-from methods.tdro import (group_measurements, select_bottom, select_top, selection_size, transfer_plan,  # noqa: E402
-                          update_weights, weighted_proxy_loss)
+from harness.errors import ConfigError
+from methods.tdro import (
+    group_measurements,
+    select_bottom,
+    select_top,
+    selection_size,
+    transfer_plan,
+    update_weights,
+    weighted_proxy_loss,
+)
 
 # Common data: proxy losses A = (2, 4), B = (1, 1); reference losses A = (0.5, 2.0), B = (1, 1).
 PROXY = torch.tensor([2.0, 4.0, 1.0, 1.0])

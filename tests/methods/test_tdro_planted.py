@@ -13,20 +13,13 @@ stage 1.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-_REPO = str(Path(__file__).resolve().parents[2])
-if _REPO not in sys.path:
-    sys.path.insert(0, _REPO)
-if "methods" in sys.modules and getattr(sys.modules["methods"], "__file__", None) is None:
-    del sys.modules["methods"]
-
-from methods import get_method  # noqa: E402
-from methods.tdro import select_top, stage1_spec  # noqa: E402
+from methods import get_method
+from methods.tdro import select_top, stage1_spec
 
 NOISE, HARD = "latin_noisy", "latin_synonyms"
 

@@ -13,19 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-_REPO = str(Path(__file__).resolve().parents[2])
-if _REPO not in sys.path:
-    sys.path.insert(0, _REPO)
-if "methods" in sys.modules and getattr(sys.modules["methods"], "__file__", None) is None:
-    del sys.modules["methods"]
-sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "train"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.slow]
@@ -35,13 +27,13 @@ BOUND = 1.7
 
 def test_stage1_step_costs_at_most_1_7_uniform_steps(benchmark):
     import torch
+    from trainutil import make_data, step_context
 
     from harness.train.model import build_model
     from harness.train.spec import TrainSpec
     from harness.train.step import run_micro_batch
     from methods.base import Method
     from methods.tdro_weights import TdroWeights
-    from trainutil import make_data, step_context
 
     spec = TrainSpec(model="minilm", pooling="mean", batch_size=16, n_hard_negatives=3, sampling="mixed",
                      in_batch_negatives=False, cross_batch_negatives=False, temperature=0.05, query_max_length=32,

@@ -3,27 +3,18 @@ transfer strategies in the real trainer, and the full chain tdro -> tdro-weights
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from trainutil import make_data, make_tiny_bert
 
-_REPO = str(Path(__file__).resolve().parents[2])
-if _REPO not in sys.path:
-    sys.path.insert(0, _REPO)
-if "methods" in sys.modules and getattr(sys.modules["methods"], "__file__", None) is None:
-    del sys.modules["methods"]
-sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "train"))
-
-from harness.errors import ConfigError  # noqa: E402
-from harness.train.logs import read_log  # noqa: E402
-from harness.train.spec import TrainSpec  # noqa: E402
-from methods import get_method  # noqa: E402
-from methods.base import Method  # noqa: E402
-from methods.tdro import Tdro, reference_spec, stage1_spec  # noqa: E402
-from trainutil import make_data, make_tiny_bert  # noqa: E402
+from harness.errors import ConfigError
+from harness.train.logs import read_log
+from harness.train.spec import TrainSpec
+from methods import get_method
+from methods.base import Method
+from methods.tdro import Tdro, reference_spec, stage1_spec
 
 SMALL = dict(steps=5, batch_size=8, query_max_length=24, doc_max_length=32, use_instructions=False)
 

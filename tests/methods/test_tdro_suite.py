@@ -2,22 +2,13 @@
 and the ``{tdro_data}`` placeholder."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-_REPO = str(Path(__file__).resolve().parents[2])
-if _REPO not in sys.path:
-    sys.path.insert(0, _REPO)
-if "methods" in sys.modules and getattr(sys.modules["methods"], "__file__", None) is None:
-    del sys.modules["methods"]
-
-from harness.ablation import load_suite  # noqa: E402
-from harness.ablation.cells import expand_train_cells  # noqa: E402
-from harness.ablation.resolve import require_resolved, resolve_data_entry, substitute, unresolved  # noqa: E402
-from harness.cli import main  # noqa: E402
-from harness.errors import ConfigError  # noqa: E402
+from harness.ablation import load_suite
+from harness.ablation.cells import expand_train_cells
+from harness.ablation.resolve import require_resolved, resolve_data_entry, substitute, unresolved
+from harness.cli import main
+from harness.errors import ConfigError
 
 ROWS = ["baseline", "bottom50", "top60", "top70", "top80", "ratio", "loss", "relative", "excess", "proxy"]
 

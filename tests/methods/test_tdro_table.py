@@ -7,23 +7,15 @@ scores; the slow test renders the real ``tdro`` suite at ``tiny`` scale in the T
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
-_REPO = Path(__file__).resolve().parents[2]
-if str(_REPO) not in sys.path:
-    sys.path.insert(0, str(_REPO))
-if "methods" in sys.modules and getattr(sys.modules["methods"], "__file__", None) is None:
-    del sys.modules["methods"]
-
-from harness.ablation import load_suite, run_suite  # noqa: E402
-from harness.ablation.layout import load_layout, render_layout, suite_weights  # noqa: E402
-from harness.cli import main  # noqa: E402
-from harness.errors import ConfigError  # noqa: E402
+from harness.ablation import load_suite, run_suite
+from harness.ablation.layout import load_layout, render_layout, suite_weights
+from harness.cli import main
+from harness.errors import ConfigError
 
 WEIGHTS = {"latin_qa": 0.3, "latin_synonyms": 0.3, "latin_noisy": 0.05, "cyrillic_news": 0.15, "cjk_qa": 0.1,
            "thai_sts": 0.1}

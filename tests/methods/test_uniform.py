@@ -2,24 +2,13 @@
 checkpoint loads in HFEncoder and encodes exactly as the trained model."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from trainutil import make_data, make_tiny_bert
 
-# pytest puts tests/ on sys.path, where this folder would shadow the ``methods`` package.
-_REPO = str(Path(__file__).resolve().parents[2])
-if _REPO not in sys.path:
-    sys.path.insert(0, _REPO)
-if "methods" in sys.modules and getattr(sys.modules["methods"], "__file__", None) is None:
-    del sys.modules["methods"]
-sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "train"))
-
-from harness.errors import ConfigError  # noqa: E402
-from harness.train.logs import read_log  # noqa: E402
-from methods import Checkpoint, get_method, list_methods  # noqa: E402
-from trainutil import make_data, make_tiny_bert  # noqa: E402
+from harness.errors import ConfigError
+from harness.train.logs import read_log
+from methods import Checkpoint, get_method, list_methods
 
 
 def test_registered_with_three_scales():

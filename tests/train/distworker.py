@@ -33,9 +33,10 @@ def micro_batch_grads(model_dir: str, rank: int, world: int, accelerator):
     """Loss and parameter gradients of one micro-batch through the trainer's step, DDP-wrapped."""
     import contextlib
 
+    from trainutil import load_tiny, make_data, step_context
+
     from harness.train.step import run_micro_batch
     from methods.base import Method
-    from trainutil import load_tiny, make_data, step_context
 
     class GatherGroups(Method):
         """Gathers the per-sample losses and group ids of every rank (the method all-gather hook)."""
@@ -67,9 +68,10 @@ def worker(rank: int, world: int, port: int, model_dir: str, out_dir: str) -> No
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), HF_HUB_OFFLINE="1")
     torch.set_num_threads(1)
+    from trainutil import make_data
+
     from harness.train.trainer import Trainer, make_accelerator
     from methods.base import Method
-    from trainutil import make_data
 
     acc = make_accelerator()
     result = {"oracle": oracle_vectors(world, rank, True), "oracle_nograd": oracle_vectors(world, rank, False)}

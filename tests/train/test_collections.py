@@ -5,8 +5,13 @@ import json
 
 import pytest
 
-from harness.data.collections import (TrainingData, load_beir_training, load_collection, load_training_data,
-                                      read_metadata_file)
+from harness.data.collections import (
+    TrainingData,
+    load_beir_training,
+    load_collection,
+    load_training_data,
+    read_metadata_file,
+)
 from harness.errors import ConfigError, InputError
 
 # Row counts from ../shared/data/train-multidomain/SOURCE.md

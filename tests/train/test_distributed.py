@@ -3,16 +3,16 @@ from __future__ import annotations
 
 import socket
 
+import distworker
 import pytest
 import torch
 import torch.multiprocessing as mp
 from safetensors.torch import load_file
+from trainutil import make_data
 
-import distworker
 from harness.train.logs import read_log
 from harness.train.trainer import Trainer
 from methods.base import Method
-from trainutil import make_data
 
 
 def free_port() -> int:

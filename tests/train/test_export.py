@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from trainutil import grads, load_tiny, make_data, plain_step, step_context
 
 from harness.encoders.hf import HFEncoder
 from methods.base import Method
-from trainutil import grads, load_tiny, make_data, plain_step, step_context
 
 TEXTS = ["alpha beta river", "the glacier meets the ocean near a desert island"]
 
@@ -34,8 +34,8 @@ def test_lora_adapter_and_merged_exports_encode_alike(tmp_path, tiny_model_nodro
     assert not np.allclose(a, base, atol=1e-3)              # the adapter did change the model
 
     # A frozen (reference) model can be loaded from either folder and encodes the same way.
-    from harness.train.model import load_frozen_model
     from harness.encoders.backbone import tokenize
+    from harness.train.model import load_frozen_model
 
     spec = lora_spec(tiny_model_nodrop, merge=False)
     for folder in (adapter.path, merged.path):

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import torch
+from trainutil import grads, load_tiny, make_data, plain_step, step_context
 
 from methods.base import Method
-from trainutil import grads, load_tiny, make_data, plain_step, step_context
 
 EXAMPLES = [(0, i) for i in range(4)] + [(1, i) for i in range(4)]   # 8 queries, 16 passages
 
@@ -73,9 +73,10 @@ def peak_cpu_bytes(fn) -> int:
 
 
 def measure(model_dir, n_queries: int, gradcache_chunk):
+    from trainutil import WORDS
+
     from harness.data.collections import TrainingData, TrainingSource
     from harness.data.training import TrainingRow
-    from trainutil import WORDS
 
     words = (WORDS * 10)[:90]
     rows = [TrainingRow(f"query {i} " + " ".join(words[:8]), [" ".join(words[i % 5:])], [" ".join(words[::-1])])

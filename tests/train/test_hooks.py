@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from trainutil import load_tiny, make_data, plain_step, step_context
 
 from harness.errors import ConfigError
 from harness.train.logs import read_log
 from methods.base import Method
-from trainutil import load_tiny, make_data, plain_step, step_context
 
 
 def spec_for(model_dir, **kw):

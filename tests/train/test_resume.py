@@ -6,10 +6,10 @@ import json
 import pytest
 import torch
 from safetensors.torch import load_file
+from trainutil import make_data
 
 from harness.train.logs import read_log
 from methods.base import Checkpoint, Method
-from trainutil import make_data
 
 
 class Stateful(Method):

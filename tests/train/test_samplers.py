@@ -5,13 +5,12 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from trainutil import make_data
 
 from harness.errors import ConfigError
 from harness.train.batching import apply_template, build_batch
 from harness.train.samplers import DatasetStream, WeightedSampler
 from harness.train.spec import TrainSpec
-
-from trainutil import make_data
 
 
 def test_o04_uniform_over_25_datasets():

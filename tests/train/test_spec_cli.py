@@ -5,13 +5,13 @@ import json
 import math
 
 import pytest
+from trainutil import make_data
 
 from harness.cli import main
 from harness.errors import ConfigError
-from harness.train.plan import compute_estimate, estimate_parameters, KNOWN_CONFIGS
+from harness.train.plan import KNOWN_CONFIGS, compute_estimate, estimate_parameters
 from harness.train.schedule import lr_factor
 from harness.train.spec import TrainSpec, load_spec_file
-from trainutil import make_data
 
 
 def test_spec_validation_and_round_trip():
