@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -252,6 +253,8 @@ def check_entry(entry: Expectation, *, results_root: str | Path, shared: str | P
     result_dir = out / entry.result if entry.result else out
     reused = reuse and is_result_dir(result_dir)
     if not reused:
+        # A fresh {out}: commands that cache their work (suite runs) must produce the result again.
+        shutil.rmtree(out, ignore_errors=True)
         before = _manifest_stamp(result_dir)
         code, output = runner(expand(entry.command, out, Path(shared) if shared else default_shared_root()))
         if code != 0:

@@ -5,6 +5,9 @@ Results layout under ``results_root``::
     cells/train/<key>/          one training run per training cell (method workdir, resumable)
     cells/eval/<key>/           one result directory per (training cell, benchmark)
     suites/<suite>/<scale>/     table.md, table.tex, comparisons.json, summary.json
+        results/<variant>/<benchmark>/   the cell's result under a stable name (per-query values,
+                                         metrics, manifest: hard links to cells/eval/<key>/), the
+                                         path regression expectations point at
 
 Every directory is written atomically and finished cells are never redone, so a
 killed run resumes where it stopped, and ``--shard i/n`` lets several machines that
@@ -166,7 +169,25 @@ class SuiteRun:
         atomic_write_text(self.report_dir / "table.tex", latex)
         atomic_write_json(self.report_dir / "comparisons.json", report.to_dict())
         atomic_write_json(self.report_dir / "summary.json", summary)
+        self._link_results()
         return SuiteOutcome(self.suite.name, self.scale, self.report_dir, True, markdown, latex, summary)
+
+    def _link_results(self) -> None:
+        """Expose every eval cell as ``results/<variant>/<benchmark>`` (content keys are not stable names)."""
+        import os
+        import shutil
+
+        from harness.io import atomic_dir
+        from harness.store import MANIFEST_FILE, METRICS_FILE, PER_QUERY_FILE
+
+        for cell in self.eval_cells:
+            source = self.eval_dir(cell)
+            with atomic_dir(self.report_dir / "results" / cell.train.variant.id / cell.benchmark.id) as tmp:
+                for name in (PER_QUERY_FILE, METRICS_FILE, MANIFEST_FILE):
+                    try:
+                        os.link(source / name, tmp / name)
+                    except OSError:  # another file system, or links not allowed: copy
+                        shutil.copy2(source / name, tmp / name)
 
     def _compare(self):
         from harness.stats import StatsOptions, compare_suite

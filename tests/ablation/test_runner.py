@@ -124,6 +124,36 @@ def test_second_run_is_fully_cached(tmp_path, caplog):
     again = run_suite(suite, "tiny", tmp_path, progress=False)
     assert again.markdown == first.markdown
     assert time.perf_counter() - started < 30
+    # Every cell is also exposed under a stable name, with the metrics of the summary.
+    from harness.store import load_result
+
+    labels = {"uniform": "uniform", "hn-only": "HN only"}
+    for variant, label in labels.items():
+        for bench in ("latin_qa", "cjk_qa"):
+            stored = load_result(first.report_dir / "results" / variant / bench)
+            assert stored.metrics == pytest.approx(first.summary["scores"][bench][label])
+
+
+def test_regression_expectation_on_a_suite_cell(tmp_path):
+    """An expectation can pin a suite cell: the check re-runs the suite in a fresh {out} each time."""
+    from harness.regression import OK, Expectation, check_entry, run_harness
+
+    command = ["run", str(MINI), "--scale", "tiny", "--results-root", "{out}"]
+    result = "suites/mini/tiny/results/hn-only/latin_qa"
+    reference = run_suite(load_suite(MINI), "tiny", tmp_path / "reference", progress=False)
+    expected = {"ndcg@10": round(reference.summary["scores"]["latin_qa"]["HN only"]["ndcg@10"], 4)}
+    entry = Expectation(suite="mini", id="hn-only-latin_qa", command=command, result=result, metrics=expected,
+                        recorded={"by": "test", "at": "2026-01-01T00:00:00+00:00", "commit": "0"})
+    calls = []
+
+    def counting_runner(argv):
+        calls.append(argv)
+        return run_harness(argv)
+
+    for _ in range(2):  # the second check must train and evaluate again, not find cached cells
+        checked = check_entry(entry, results_root=tmp_path / "checks", runner=counting_runner)
+        assert checked.status == OK, checked.message
+    assert len(calls) == 2
 
 
 def test_only_and_partial_shards_leave_the_table_pending(tmp_path):
