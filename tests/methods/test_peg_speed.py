@@ -25,18 +25,8 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-pytestmark = [pytest.mark.benchmark, pytest.mark.slow]
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.benchmark, pytest.mark.slow]
 MAX_RATIO = 1.1
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def interleaved(benchmark, reference, candidate, rounds: int) -> dict:

@@ -21,17 +21,9 @@ import pytest
 from methods import get_method
 from methods.tdro import select_top, stage1_spec
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 NOISE, HARD = "latin_noisy", "latin_synonyms"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -18,14 +18,7 @@ from methods.base import Method
 from methods.tdro import group_measurements, update_weights
 from methods.tdro_weights import TdroWeights, same_tokenization
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models train fastest on one thread (and much faster on a machine shared with other jobs)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -16,16 +16,9 @@ from methods import get_method
 from methods.base import Method
 from methods.tdro import Tdro, reference_spec, stage1_spec
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 SMALL = dict(steps=5, batch_size=8, query_max_length=24, doc_max_length=32, use_instructions=False)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models train fastest on one thread (and much faster on a machine shared with other jobs)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

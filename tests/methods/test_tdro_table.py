@@ -17,6 +17,8 @@ from harness.ablation.layout import load_layout, render_layout, suite_weights
 from harness.cli import main
 from harness.errors import ConfigError
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 WEIGHTS = {"latin_qa": 0.3, "latin_synonyms": 0.3, "latin_noisy": 0.05, "cyrillic_news": 0.15, "cjk_qa": 0.1,
            "thai_sts": 0.1}
 SUITE = {
@@ -45,16 +47,6 @@ SUITE = {
                              {"benchmark": "Avg", "metric": "ndcg@10", "label": "mean nDCG@10"}]},
         "weights": {"kind": "weights", "columns": ["base", "top", "loss"]}}},
 }
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
