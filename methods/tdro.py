@@ -74,6 +74,12 @@ STAGE1_DEFAULTS = {"n_hard_negatives": 7, "grad_accum": 4}
 
 
 # ---------------------------------------------------------------------------------------------- math
+def check_choice(owner: str, option: str, value: Any, choices: Sequence[str]) -> None:
+    """Refuse an option value outside ``choices`` with a message naming the method and the choices."""
+    if value not in choices:
+        raise ConfigError(f"{owner}: unknown {option} {value!r}; choose one of {', '.join(choices)}")
+
+
 def group_measurements(proxy_loss: "torch.Tensor", ref_loss: "torch.Tensor | None", group_ids: "torch.Tensor",
                        num_groups: int, measure: str = "relative", mode: str = "code") -> "torch.Tensor":
     """The per-group measurement vector M (length ``num_groups``) of one (gathered) micro-batch.
@@ -310,12 +316,8 @@ class Tdro(Method):
 
     def resolve_options(self, options: dict[str, Any]) -> dict[str, Any]:
         opts = super().resolve_options(options)
-        if opts["transfer"] not in TRANSFERS:
-            raise ConfigError(f"tdro: unknown transfer {opts['transfer']!r}; choose one of {', '.join(TRANSFERS)}")
-        if opts["measure"] not in MEASURES:
-            raise ConfigError(f"tdro: unknown measure {opts['measure']!r}; choose one of {', '.join(MEASURES)}")
-        if opts["mode"] not in MODES:
-            raise ConfigError(f"tdro: unknown mode {opts['mode']!r}; choose one of {', '.join(MODES)}")
+        for option, choices in (("transfer", TRANSFERS), ("measure", MEASURES), ("mode", MODES)):
+            check_choice("tdro", option, opts[option], choices)
         if opts["source"] not in WEIGHT_SOURCES:
             raise ConfigError(f"tdro: unknown source {opts['source']!r}; choose one of {', '.join(WEIGHT_SOURCES)}")
         if opts["transfer"] in ("top", "bottom"):

@@ -35,8 +35,8 @@ import numpy as np
 
 from harness.errors import ConfigError
 from methods.base import Method, PlannedRun, register_method
-from methods.tdro import (MEASURES, MODES, STAGE1_DEFAULTS, STAGE1_FIXED, TOP_PERCENTS, group_measurements,
-                          select_bottom, select_top, weighted_proxy_loss)
+from methods.tdro import (MEASURES, MODES, STAGE1_DEFAULTS, STAGE1_FIXED, TOP_PERCENTS, check_choice,
+                          group_measurements, select_bottom, select_top, weighted_proxy_loss)
 from methods.uniform import Uniform
 
 EMA_FACTOR = 0.1
@@ -88,10 +88,8 @@ class TdroWeights(Method):
 
     def resolve_options(self, options: dict[str, Any]) -> dict[str, Any]:
         opts = super().resolve_options(options)
-        if opts["measure"] not in MEASURES:
-            raise ConfigError(f"tdro-weights: unknown measure {opts['measure']!r}; choose one of {', '.join(MEASURES)}")
-        if opts["mode"] not in MODES:
-            raise ConfigError(f"tdro-weights: unknown mode {opts['mode']!r}; choose one of {', '.join(MODES)}")
+        for option, choices in (("measure", MEASURES), ("mode", MODES)):
+            check_choice("tdro-weights", option, opts[option], choices)
         if float(opts["lr_alpha"]) <= 0:
             raise ConfigError("tdro-weights: lr_alpha must be > 0")
         return opts
