@@ -82,7 +82,7 @@ def retrieve(spec: ModelSpec, loaded: LoadedBenchmark, *, cache_dir: str | Path 
                                     "analyzer": card.bm25_language, "fields": "title + ' ' + text"}
     elif loaded.meta.get("candidates"):
         # Reranking protocols (C-MTEB reranking): score exactly each query's candidate list.
-        from suites.benchmarks.cmteb import score_candidates
+        from harness.retrieval.candidates import score_candidates
 
         encoder = build_encoder(spec, card)
         identity = {**encoder.identity(), "index": "candidates"}

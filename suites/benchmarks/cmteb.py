@@ -38,6 +38,7 @@ from harness.data.beir import BeirDataset, Corpus, Queries, check_qrels_ids, ite
 from harness.data.qrels import Qrels
 from harness.data.run import Run
 from harness.errors import ConfigError, InputError
+from harness.retrieval.candidates import score_candidates  # noqa: F401 - part of this suite's API
 from harness.results import EvaluationResult
 from suites.base import LoadedBenchmark, register_suite
 from suites.benchmarks._common import (
@@ -161,32 +162,6 @@ def restrict_to_candidates(run: Run, candidates: Mapping[str, list[str]]) -> Run
     keep = np.fromiter(((q, d) in allowed for q, d in zip(run.query_ids.tolist(), run.doc_ids.tolist())),
                        dtype=bool, count=len(run))
     return Run(run.query_ids[keep], run.doc_ids[keep], run.scores[keep], run.name, run.source)
-
-
-def score_candidates(encoder, loaded: LoadedBenchmark, batch_size: int | None = None) -> Run:
-    """Score every candidate of every query with a dense encoder (the reranking protocol)."""
-    candidates: Mapping[str, list[str]] = loaded.meta["candidates"]
-    corpus = loaded.dataset.corpus
-    position = {d: i for i, d in enumerate(corpus.ids)}
-    passages = corpus.passages()
-    doc_ids = sorted({d for docs in candidates.values() for d in docs})
-    missing = [d for d in doc_ids if d not in position]
-    if missing:
-        raise InputError(corpus.source, f"{len(missing)} candidate document(s) not in the corpus, e.g. {missing[0]!r}")
-    qpos = {q: i for i, q in enumerate(loaded.dataset.queries.ids)}
-    query_ids = [q for q in candidates if q in qpos]
-    kwargs = {"batch_size": batch_size} if batch_size else {}
-    q_emb = np.asarray(encoder.encode_queries([loaded.dataset.queries.texts[qpos[q]] for q in query_ids], **kwargs))
-    d_emb = np.asarray(encoder.encode_docs([passages[position[d]] for d in doc_ids], **kwargs))
-    drow = {d: i for i, d in enumerate(doc_ids)}
-    qs, ds, ss = [], [], []
-    for qi, q in enumerate(query_ids):
-        rows = [drow[d] for d in candidates[q]]
-        scores = d_emb[rows] @ q_emb[qi]
-        qs.extend([q] * len(rows))
-        ds.extend(candidates[q])
-        ss.extend(scores.tolist())
-    return Run.from_arrays(qs, ds, ss, name="rerank")
 
 
 # --------------------------------------------------------------------------- mteb adapter
