@@ -40,7 +40,7 @@ import json
 import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
@@ -85,6 +85,12 @@ class Checkpoint:
         return cls(path=workdir / obj["model_dir"], workdir=workdir, method=obj["method"], step=obj["step"],
                    spec_fingerprint=obj["spec_fingerprint"], data_fingerprint=obj["data_fingerprint"],
                    info=obj.get("info", {}))
+
+
+def check_choice(owner: str, option: str, value: Any, choices: Sequence[str]) -> None:
+    """Refuse a method option outside ``choices``, naming the method, the option and the choices."""
+    if value not in choices:
+        raise ConfigError(f"{owner}: unknown {option} {value!r}: {option} must be one of {', '.join(choices)}")
 
 
 @dataclass(frozen=True)
@@ -189,9 +195,9 @@ class Method:
     @staticmethod
     def run_key(method: str, spec: "TrainSpec", data: "TrainingData") -> str:
         """The content key of a training run (the suite runner keys its cells the same way)."""
-        from harness.ablation.cells import content_key
+        from harness.ablation.cells import content_key, train_run_config
 
-        return content_key({"method": method, "spec": spec.result_dict(), "data": data.fingerprint()})
+        return content_key(train_run_config(method, spec, data.fingerprint()))
 
     def train_dependency(self, method: str, spec: "TrainSpec", data: "TrainingData",
                          workdir: str | Path) -> Checkpoint:

@@ -35,7 +35,8 @@ import torch
 import torch.nn.functional as F
 
 from harness.errors import ConfigError
-from methods.base import Method, register_method
+from harness.train.losses import reduce_losses
+from methods.base import Method, check_choice, register_method
 
 if TYPE_CHECKING:
     from harness.train.context import LossOutput, TrainContext
@@ -140,7 +141,7 @@ def peg_from_scores(sim: torch.Tensor, targets: torch.Tensor, allowed: torch.Ten
     logits = torch.where(allowed, sim * scale, float("-inf"))
     # cross_entropy = logsumexp(row) - logit of the positive, in one fused log-space kernel
     losses = weights * F.cross_entropy(logits, targets, reduction="none")
-    loss = losses if reduction == "none" else losses.sum() if reduction == "sum" else losses.mean()
+    loss = reduce_losses(losses, reduction)
     return PEGTerms(loss, losses, new_t.detach(), sigma, mean, pos_d, weights, above, hard, allowed, targets, base)
 
 
@@ -267,10 +268,8 @@ class PEG(Method):
         if ctx.spec.similarity != "cos":
             raise ConfigError(f"method peg: its threshold and scaling are defined on cosine similarities; "
                               f"the spec asks for {ctx.spec.similarity!r}")
-        choices = {"a_mode": A_MODES, "t_mode": T_MODES, "statistics": STATISTICS}
-        for key, allowed in choices.items():
-            if opts[key] not in allowed:
-                raise ConfigError(f"method peg: {key} must be one of {allowed}, got {opts[key]!r}")
+        for key, choices in (("a_mode", A_MODES), ("t_mode", T_MODES), ("statistics", STATISTICS)):
+            check_choice("method peg", key, opts[key], choices)
         for key in ("weight_queries", "scale_negatives", "record_query_weights"):
             if not isinstance(opts[key], bool):
                 raise ConfigError(f"method peg: {key} must be true or false, got {opts[key]!r}")

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from harness.errors import ConfigError
-from methods.base import Method, PlannedRun, register_method
+from methods.base import Method, PlannedRun, check_choice, register_method
 from methods.uniform import Uniform
 
 if TYPE_CHECKING:
@@ -74,12 +74,6 @@ STAGE1_DEFAULTS = {"n_hard_negatives": 7, "grad_accum": 4}
 
 
 # ---------------------------------------------------------------------------------------------- math
-def check_choice(owner: str, option: str, value: Any, choices: Sequence[str]) -> None:
-    """Refuse an option value outside ``choices`` with a message naming the method and the choices."""
-    if value not in choices:
-        raise ConfigError(f"{owner}: unknown {option} {value!r}; choose one of {', '.join(choices)}")
-
-
 def group_measurements(proxy_loss: "torch.Tensor", ref_loss: "torch.Tensor | None", group_ids: "torch.Tensor",
                        num_groups: int, measure: str = "relative", mode: str = "code") -> "torch.Tensor":
     """The per-group measurement vector M (length ``num_groups``) of one (gathered) micro-batch.
@@ -316,10 +310,9 @@ class Tdro(Method):
 
     def resolve_options(self, options: dict[str, Any]) -> dict[str, Any]:
         opts = super().resolve_options(options)
-        for option, choices in (("transfer", TRANSFERS), ("measure", MEASURES), ("mode", MODES)):
+        for option, choices in (("transfer", TRANSFERS), ("measure", MEASURES), ("mode", MODES),
+                                ("source", WEIGHT_SOURCES)):
             check_choice("tdro", option, opts[option], choices)
-        if opts["source"] not in WEIGHT_SOURCES:
-            raise ConfigError(f"tdro: unknown source {opts['source']!r}; choose one of {', '.join(WEIGHT_SOURCES)}")
         if opts["transfer"] in ("top", "bottom"):
             selection_size(100, float(opts["percent"]))       # validates the range
         for key in ("stage1", "reference"):

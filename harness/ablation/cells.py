@@ -25,6 +25,12 @@ def content_key(obj: Any) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:KEY_LENGTH]
 
 
+def train_run_config(method: str, spec: Any, data_fingerprint: str | None) -> dict[str, Any]:
+    """What identifies a training run: its content key is ``content_key`` of this.  Suite cells and
+    method dependencies (``Method.run_key``) use the same config, so they share runs."""
+    return {"method": method, "spec": spec.result_dict(), "data": data_fingerprint}
+
+
 @dataclass
 class TrainCell:
     suite: str
@@ -90,8 +96,7 @@ def expand_train_cells(suite: AblationSuite, scale: str, load_data: bool = True)
         overrides = variant_train_overrides(suite, variant, scale)
         overrides["model"] = model
         spec = method.spec(scale if scale in method.presets else _nearest_preset(method, scale), **overrides)
-        # Same formula as Method.run_key, so method dependencies find suite cells.
-        config = {"method": variant.method, "spec": spec.result_dict(), "data": data_fp}
+        config = train_run_config(variant.method, spec, data_fp)
         cells.append(TrainCell(suite.name, scale, variant, variant.method, model, spec, entries, data_fp,
                                content_key(config), config))
     return cells

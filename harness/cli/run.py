@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dry_run(suite, args) -> int:
-    from harness.ablation.cells import content_key
+    from harness.ablation.cells import content_key, train_run_config
     from harness.ablation.runner import SuiteRun
     from methods.base import get_method
 
@@ -94,7 +94,7 @@ def _dry_run(suite, args) -> int:
             print(line)
             # Runs the method trains first (e.g. tDRO's reference and stage 1), each counted once.
             for dep in method.planned_dependencies(cell.spec):
-                key = content_key({"method": dep.method, "spec": dep.spec.result_dict(), "data": cell.data_fingerprint})
+                key = content_key(train_run_config(dep.method, dep.spec, cell.data_fingerprint))
                 if key in seen:
                     print(f"    <- {dep.label}: key={key}, shared with {seen[key]}")
                     continue

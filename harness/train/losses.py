@@ -69,9 +69,8 @@ def info_nce_from_scores(scores: torch.Tensor, passages_per_query: int, *, query
                                      in_batch=in_batch, only_hn=only_hn, passage_valid=passage_valid,
                                      device=scores.device)
     # Work in fp32: temperatures like 0.002 turn bf16 scores into large logits.
-    logits = scores.to(torch.promote_types(scores.dtype, torch.float32)).masked_fill(~allowed, float("-inf"))
-    losses = F.cross_entropy(logits, starts, reduction="none")
-    return reduce_losses(losses, reduction)
+    scores = scores.to(torch.promote_types(scores.dtype, torch.float32))
+    return candidate_info_nce(scores, allowed, starts, temperature=1.0, reduction=reduction)
 
 
 def info_nce(q: torch.Tensor, p: torch.Tensor, passages_per_query: int, *, temperature: float = 1.0,
