@@ -17,8 +17,8 @@ A suite file may carry a ``table:`` section (kept in ``AblationSuite.raw``)::
           kind: weights
           columns: [baseline, relative, top70]   # variant ids
 
-Results layouts read the per-query scores of the suite's evaluation cells (located
-through ``summary.json``: training-cell keys and protocol cards) and compare every
+Results layouts read the per-query scores of the suite's evaluation cells (the
+``results/<variant>/<benchmark>`` folders of the finished suite) and compare every
 shown cell with the baseline using the suite's ``stats`` settings.  The correction
 family is *the cells of this table* (every marker the table shows), so a marker can
 differ from ``table.md``, whose family is every comparison of the suite; the notes
@@ -142,30 +142,23 @@ def train_keys(summary: dict[str, Any]) -> dict[str, str]:
 
 def result_dir(suite: AblationSuite, scale: str, results_root: str | Path, summary: dict[str, Any],
                variant: str, benchmark: str) -> Path:
-    """The stored evaluation of ``variant`` on ``benchmark`` (keys as the runner computes them)."""
-    from harness.ablation.cells import eval_key
-    from harness.protocol import ProtocolCard
+    """The stored evaluation of ``variant`` on ``benchmark``, as the finished suite exposes it."""
+    from harness.ablation.runner import cell_result_dir
 
-    ref = next((b for b in suite.scale(scale).benchmarks if b.id == benchmark), None)
-    if ref is None:
+    if not any(b.id == benchmark for b in suite.scale(scale).benchmarks):
         raise ConfigError(f"suite {suite.name!r} scale {scale!r} has no benchmark {benchmark!r}")
-    card = summary["cards"].get(ref.label)
-    if card is None:
-        raise ConfigError(f"summary of suite {suite.name!r} ({scale}) has no card for {ref.label!r}")
-    keys = train_keys(summary)
-    if variant not in keys:
+    if variant not in train_keys(summary):
         raise ConfigError(f"summary of suite {suite.name!r} ({scale}) has no cell for variant {variant!r}")
-    key = eval_key(keys[variant], ref.suite, ProtocolCard.from_dict(card).fingerprint())
-    path = Path(results_root) / "cells" / "eval" / key
+    path = cell_result_dir(Path(results_root) / "suites" / suite.name / scale, variant, benchmark)
     if not path.exists():
-        raise ConfigError(f"{path}: no stored result for {variant} on {benchmark}")
+        raise ConfigError(f"{path}: no stored result for {variant} on {benchmark} (rerun: harness run {suite.name} "
+                          f"--scale {scale} --results-root {results_root}; finished cells are reused)")
     return path
 
 
 # ---------------------------------------------------------------------------------------------- rendering
 def results_table(suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout):
     """The :class:`reports.table.Table` of a results layout (comparisons recomputed for its cells)."""
-    from harness.stats import StatsOptions
     from harness.stats.compare import TEST_NAMES
     from harness.stats.correction import CORRECTION_NAMES
     from harness.stats.suite import ComparisonReport, apply_correction, compare_suite
@@ -181,9 +174,7 @@ def results_table(suite: AblationSuite, scale: str, results_root: str | Path, la
     shown = [v for g in layout.rows for v in g.variants]
     systems = [baseline] + [v for v in dict.fromkeys(shown) if v != baseline]
     stats = dict(suite.stats)
-    options = StatsOptions(test=stats.get("test", "randomization"), seed=int(stats.get("seed", 0)),
-                           **({"resamples": int(stats["resamples"])} if "resamples" in stats else {}),
-                           **({"missing": stats["missing"]} if "missing" in stats else {}))
+    options = suite.stats_options()
     alpha = float(stats.get("alpha", 0.05))
     aggregate_method = stats.get("aggregate", "pooled")
     cache: dict[tuple[str, str], Any] = {}
@@ -272,17 +263,22 @@ def weights_table(suite: AblationSuite, scale: str, results_root: str | Path, la
 
     variants = [c.benchmark for c in layout.columns]
     weights = suite_weights(suite, scale, results_root, variants)
-    names = list(next(iter(weights.values())))
-    varying = next((w for w in weights.values() if len(set(w.values())) > 1), weights[variants[0]])
-    order = sorted(names, key=lambda n: -varying.get(n, 0.0))
+    order = _dataset_order(weights, variants)
     labels = {v.id: v.label for v in suite.variants}
     columns = [Column(v, labels[v]) for v in variants]
     rows = [Row(n, {v: Cell(weights[v].get(n)) for v in variants}) for n in order]
     rows.append(Row("Sum", {v: Cell(sum(weights[v].values())) for v in variants}, kind="average"))
     caption = layout.caption or f"Dataset weights of suite '{suite.name}' ({scale})"
     return Table(columns=columns, rows=rows, caption=caption, label=f"tab:{suite.name}-{layout.name}-{scale}",
-                 notes=[f"Scale {scale}; uniform = 1/{len(names)} = {1 / len(names):.4f}."],
+                 notes=[f"Scale {scale}; uniform = 1/{len(order)} = {1 / len(order):.4f}."],
                  decimals=layout.decimals or 4, scale=1.0, bold_best=False, row_header="Dataset")
+
+
+def _dataset_order(weights: dict[str, dict[str, float]], variants: list[str]) -> list[str]:
+    """Datasets sorted by the first column whose weights vary (descending)."""
+    names = list(next(iter(weights.values())))
+    varying = next((w for w in weights.values() if len(set(w.values())) > 1), weights[variants[0]])
+    return sorted(names, key=lambda n: -varying.get(n, 0.0))
 
 
 def render_layout(suite: AblationSuite, scale: str, results_root: str | Path, name: str | None = None):
@@ -303,7 +299,6 @@ def weights_figure(suite: AblationSuite, scale: str, results_root: str | Path, n
     variants = [c.benchmark for c in layout.columns]
     weights = suite_weights(suite, scale, results_root, variants)
     labels = {v.id: v.label for v in suite.variants}
-    table = weights_table(suite, scale, results_root, layout)
-    order = [r.label for r in table.rows if r.kind == "data"]
+    order = _dataset_order(weights, variants)
     return dataset_weight_figure({labels[v]: weights[v] for v in variants}, datasets=order,
                                  title=layout.caption or None, reference=1.0 / len(order))

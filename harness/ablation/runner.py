@@ -45,6 +45,7 @@ class SuiteOutcome:
     latex: str | None = None
     summary: dict[str, Any] = field(default_factory=dict)
     pending: list[str] = field(default_factory=list)
+    main_process: bool = True      # False on the other ranks of a launch: they train, the main one evaluates
 
 
 class SuiteRun:
@@ -182,7 +183,7 @@ class SuiteRun:
 
         for cell in self.eval_cells:
             source = self.eval_dir(cell)
-            with atomic_dir(self.report_dir / "results" / cell.train.variant.id / cell.benchmark.id) as tmp:
+            with atomic_dir(cell_result_dir(self.report_dir, cell.train.variant.id, cell.benchmark.id)) as tmp:
                 for name in (PER_QUERY_FILE, METRICS_FILE, MANIFEST_FILE):
                     try:
                         os.link(source / name, tmp / name)
@@ -190,7 +191,7 @@ class SuiteRun:
                         shutil.copy2(source / name, tmp / name)
 
     def _compare(self):
-        from harness.stats import StatsOptions, compare_suite
+        from harness.stats import compare_suite
 
         stats = dict(self.suite.stats)
         labels = {v.id: v.label for v in self.suite.variants}
@@ -208,9 +209,7 @@ class SuiteRun:
                     assert_comparable(reference.card, stored.card, what=f"results on {b.label}")
                 per_variant[labels[ec.train.variant.id]] = stored
             results[b.label] = per_variant
-        options = StatsOptions(test=stats.get("test", "randomization"), seed=int(stats.get("seed", 0)),
-                               **({"resamples": int(stats["resamples"])} if "resamples" in stats else {}),
-                               **({"missing": stats["missing"]} if "missing" in stats else {}))
+        options = self.suite.stats_options()
         bench_labels = {b.id: b.label for b in self.config.benchmarks}
         aggregates = {name: [bench_labels[m] for m in members] for name, members in self.config.aggregates.items()}
         report = compare_suite(results, self.suite.metrics, baseline=labels[self.suite.baseline],
@@ -235,6 +234,12 @@ class SuiteRun:
                 "baseline": self.suite.baseline, "metrics": self.suite.metrics, "scores": scores,
                 "cells": cells, "correction": report.correction, "test": report.options.test,
                 "cards": {bench: next(iter(pv.values())).card.to_dict() for bench, pv in results.items()}}
+
+
+def cell_result_dir(report_dir: Path, variant: str, benchmark: str) -> Path:
+    """Where a finished suite exposes the result of ``variant`` on ``benchmark`` (stable across code changes
+    that move content keys; tables and regression expectations read it)."""
+    return Path(report_dir) / "results" / variant / benchmark
 
 
 def _launch() -> tuple[int, int]:
@@ -269,7 +274,7 @@ def run_suite(suite: AblationSuite, scale: str = "tiny", results_root: str | Pat
         for cell in {c.key: c for c in cells}.values():
             runner.train(cell)
         if rank != 0:
-            return SuiteOutcome(suite.name, scale, runner.report_dir, False,
+            return SuiteOutcome(suite.name, scale, runner.report_dir, False, main_process=False,
                                 pending=[f"evaluation runs on the main process (this is rank {rank} of {world})"])
     done_keys: set[str] = set()
     total = len(cells)

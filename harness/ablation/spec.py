@@ -100,6 +100,16 @@ class AblationSuite:
                 return v
         raise ConfigError(f"suite {self.name!r} has no variant {vid!r}")
 
+    def stats_options(self):
+        """The :class:`harness.stats.StatsOptions` of the suite's ``stats`` section (test, seed, resamples,
+        missing); the section's ``correction``, ``alpha`` and ``aggregate`` are read where they apply."""
+        from harness.stats import StatsOptions
+
+        stats = self.stats
+        return StatsOptions(test=stats.get("test", "randomization"), seed=int(stats.get("seed", 0)),
+                            **({"resamples": int(stats["resamples"])} if "resamples" in stats else {}),
+                            **({"missing": stats["missing"]} if "missing" in stats else {}))
+
 
 def list_suite_files(directory: Path = SUITES_DIR) -> dict[str, Path]:
     """``{suite name: file}`` for every suite file shipped with the project."""

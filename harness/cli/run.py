@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         return _dry_run(suite, args)
     outcome = run_suite(suite, args.scale, args.results_root, shard=args.shard, only=args.only,
                         cache_dir=args.cache_dir, progress=not args.no_progress)
-    if not outcome.complete and outcome.pending and outcome.pending[0].startswith("evaluation runs on the main"):
+    if not outcome.main_process:
         print(f"suite {suite.name} ({args.scale}): training done; {outcome.pending[0]}", file=sys.stderr)
         return 0
     if not outcome.complete:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -36,7 +37,11 @@ def test_two_processes_train_then_main_evaluates(tmp_path):
     suite.write_text(yaml.safe_dump(SUITE, sort_keys=False), encoding="utf-8")
     root = tmp_path / "results"
     env = {**os.environ, "HARNESS_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "0",
+    # A free port chosen here: with --master_port 0 the workers' rendezvous can wait forever.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port,
            "-m", "harness", "run", str(suite), "--scale", "tiny", "--results-root", str(root), "--no-progress"]
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
