@@ -1,4 +1,5 @@
-"""Training methods behind one interface (:mod:`methods.base`); one module per method family."""
-from methods.base import Checkpoint, Method, get_method, list_methods, register_method
+"""Training methods: one module per method family, each registering a :class:`harness.method.Method`.
 
-__all__ = ["Checkpoint", "Method", "get_method", "list_methods", "register_method"]
+The interface, the registry and ``Checkpoint`` live in the engine (:mod:`harness.method`,
+:mod:`harness.train.result`); this package holds implementations only.
+"""

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 from harness.errors import ConfigError
 from harness.train.losses import reduce_losses
-from methods.base import Method, check_choice, register_method
+from harness.method import Method, check_choice, register_method
 
 if TYPE_CHECKING:
     from harness.train.context import LossOutput, TrainContext

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from harness.errors import ConfigError
-from methods.base import Method, PlannedRun, check_choice, register_method
+from harness.method import Method, PlannedRun, check_choice, register_method
 from methods.uniform import Uniform
 
 if TYPE_CHECKING:
@@ -325,7 +325,7 @@ class Tdro(Method):
         opts = self.resolve_options(dict(spec.method_options))
         if opts["weights"] is not None:
             return []
-        from methods.base import get_method
+        from harness.method import get_method
 
         s1 = stage1_spec(spec, opts)
         weights = get_method("tdro-weights")

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from harness.errors import ConfigError
-from methods.base import Method, PlannedRun, check_choice, register_method
+from harness.method import Method, PlannedRun, check_choice, register_method
 from methods.tdro import (MEASURES, MODES, STAGE1_DEFAULTS, STAGE1_FIXED, TOP_PERCENTS, group_measurements,
                           select_bottom, select_top, weighted_proxy_loss)
 from methods.uniform import Uniform

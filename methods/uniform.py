@@ -23,7 +23,7 @@ recipe at three scales (``presets``, plain data):
 """
 from __future__ import annotations
 
-from methods.base import Method, register_method
+from harness.method import Method, register_method
 
 _PAPER = {
     "model": "Qwen/Qwen1.5-0.5B", "pooling": "last", "append_eos": True,

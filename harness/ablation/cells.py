@@ -8,27 +8,13 @@ cell is (training cell, benchmark); its key adds the benchmark's protocol card.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.ablation.resolve import require_resolved, resolve_data_entry, resolve_model
 from harness.ablation.spec import NO_TRAINING, AblationSuite, BenchmarkRef, Variant
 from harness.errors import ConfigError
-
-KEY_LENGTH = 16
-
-
-def content_key(obj: Any) -> str:
-    blob = json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:KEY_LENGTH]
-
-
-def train_run_config(method: str, spec: Any, data_fingerprint: str | None) -> dict[str, Any]:
-    """What identifies a training run: its content key is ``content_key`` of this.  Suite cells and
-    method dependencies (``Method.run_key``) use the same config, so they share runs."""
-    return {"method": method, "spec": spec.result_dict(), "data": data_fingerprint}
+from harness.keys import content_key, train_run_config  # noqa: F401  (re-exported)
 
 
 @dataclass
@@ -74,7 +60,7 @@ def variant_train_overrides(suite: AblationSuite, variant: Variant, scale: str) 
 
 def expand_train_cells(suite: AblationSuite, scale: str, load_data: bool = True) -> list[TrainCell]:
     """One training cell per variant (variants that share a key train once)."""
-    from methods.base import get_method
+    from harness.method import get_method
 
     cfg = suite.scale(scale)
     entries = [resolve_data_entry(e) for e in cfg.data]

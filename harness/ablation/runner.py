@@ -98,7 +98,8 @@ class SuiteRun:
         """Train one cell (or load its finished checkpoint); None for untrained variants."""
         if not cell.trains:
             return None
-        from methods.base import Checkpoint, get_method
+        from harness.method import get_method
+        from harness.train.result import Checkpoint
 
         workdir = self.train_dir(cell)
         if (workdir / "done.json").exists():
@@ -129,7 +130,7 @@ class SuiteRun:
             return out
         tc = cell.train
         if tc.trains:
-            from methods.base import get_method
+            from harness.method import get_method
 
             ckpt = ckpt or self.train(tc)
             spec = ModelSpec(tc.variant.id, encoder=get_method(tc.method).encoder(ckpt))

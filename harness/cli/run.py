@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 def _dry_run(suite, args) -> int:
     from harness.ablation.cells import content_key, train_run_config
     from harness.ablation.runner import SuiteRun
-    from methods.base import get_method
+    from harness.method import get_method
 
     runner = SuiteRun(suite, args.scale, args.results_root, args.cache_dir, load_data=False)
     cfg = runner.config

@@ -87,7 +87,7 @@ def build_data(args):
 
 def run(args) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from methods.base import get_method
+    from harness.method import get_method
 
     method = get_method(args.method)
     spec = build_spec(args, method)

@@ -1,6 +1,6 @@
 """What the trainer offers methods (METHODS.md section 7): :class:`TrainContext`.
 
-Every hook of :class:`methods.base.Method` receives the context.  It exposes the
+Every hook of :class:`harness.method.Method` receives the context.  It exposes the
 run (spec, data, step, rank), the current micro-batch, and these services:
 
 * ``all_gather(t)``: every rank's tensor concatenated (no gradient);

@@ -111,7 +111,7 @@ class Trainer:
     # ------------------------------------------------------------------ main loop
     def run(self):
         """Train to ``spec.steps`` (resuming from the newest checkpoint) and return the finished run."""
-        from methods.base import DONE_FILE, Checkpoint
+        from harness.train.result import DONE_FILE, Checkpoint
 
         if (self.workdir / DONE_FILE).exists():
             self._check_workdir()
@@ -267,7 +267,7 @@ class Trainer:
         return step
 
     def _finish(self, seconds: float):
-        from methods.base import DONE_FILE, Checkpoint
+        from harness.train.result import DONE_FILE, Checkpoint
 
         spec, acc = self.spec, self.acc
         if acc.is_main_process:

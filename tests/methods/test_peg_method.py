@@ -14,7 +14,7 @@ from trainutil import load_tiny, make_data, make_tiny_bert, plain_step, step_con
 from harness.errors import ConfigError, InputError
 from harness.train.logs import read_log
 from harness.train.spec import TrainSpec
-from methods import get_method, list_methods
+from harness.method import get_method, list_methods
 from methods.peg import PEG, peg_loss, read_query_weights
 
 EXAMPLES = [(0, 0), (0, 3), (0, 5), (0, 7), (0, 1), (0, 9)]

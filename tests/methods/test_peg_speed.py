@@ -103,7 +103,7 @@ def test_training_micro_batch_cost_minilm(benchmark, shared_data):
     examples = [(squad, i) for i in range(16)]
     spec, model, tok, enc = load_tiny("minilm", batch_size=16, n_hard_negatives=1, temperature=0.01,
                                       query_max_length=64, doc_max_length=128, use_instructions=False)
-    from methods.base import Method
+    from harness.method import Method
 
     vanilla_method, peg_method = Method(), PEG()
     ctx = step_context(spec, data, model, tok, enc, examples)

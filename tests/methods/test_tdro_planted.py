@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from methods import get_method
+from harness.method import get_method
 from methods.tdro import select_top, stage1_spec
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -13,8 +13,8 @@ from trainutil import make_data, make_tiny_bert
 from harness.errors import ConfigError
 from harness.train.logs import read_log
 from harness.train.spec import TrainSpec
-from methods import get_method
-from methods.base import Method
+from harness.method import get_method
+from harness.method import Method
 from methods.tdro import group_measurements, update_weights
 from methods.tdro_weights import TdroWeights, same_tokenization
 

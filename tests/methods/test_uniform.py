@@ -8,7 +8,8 @@ from trainutil import make_data, make_tiny_bert
 
 from harness.errors import ConfigError
 from harness.train.logs import read_log
-from methods import Checkpoint, get_method, list_methods
+from harness.method import get_method, list_methods
+from harness.train.result import Checkpoint
 
 
 def test_registered_with_three_scales():

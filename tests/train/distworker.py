@@ -36,7 +36,7 @@ def micro_batch_grads(model_dir: str, rank: int, world: int, accelerator):
     from trainutil import load_tiny, make_data, step_context
 
     from harness.train.step import run_micro_batch
-    from methods.base import Method
+    from harness.method import Method
 
     class GatherGroups(Method):
         """Gathers the per-sample losses and group ids of every rank (the method all-gather hook)."""
@@ -71,7 +71,7 @@ def worker(rank: int, world: int, port: int, model_dir: str, out_dir: str) -> No
     from trainutil import make_data
 
     from harness.train.trainer import Trainer, make_accelerator
-    from methods.base import Method
+    from harness.method import Method
 
     acc = make_accelerator()
     result = {"oracle": oracle_vectors(world, rank, True), "oracle_nograd": oracle_vectors(world, rank, False)}

@@ -12,7 +12,7 @@ from trainutil import make_data
 
 from harness.train.logs import read_log
 from harness.train.trainer import Trainer
-from methods.base import Method
+from harness.method import Method
 
 
 def free_port() -> int:

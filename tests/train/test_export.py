@@ -7,7 +7,7 @@ import torch
 from trainutil import grads, load_tiny, make_data, plain_step, step_context
 
 from harness.encoders.hf import HFEncoder
-from methods.base import Method
+from harness.method import Method
 
 TEXTS = ["alpha beta river", "the glacier meets the ocean near a desert island"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from trainutil import grads, load_tiny, make_data, plain_step, step_context
 
-from methods.base import Method
+from harness.method import Method
 
 EXAMPLES = [(0, i) for i in range(4)] + [(1, i) for i in range(4)]   # 8 queries, 16 passages
 

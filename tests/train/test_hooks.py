@@ -7,7 +7,7 @@ from trainutil import load_tiny, make_data, plain_step, step_context
 
 from harness.errors import ConfigError
 from harness.train.logs import read_log
-from methods.base import Method
+from harness.method import Method
 
 
 def spec_for(model_dir, **kw):

@@ -9,7 +9,8 @@ from safetensors.torch import load_file
 from trainutil import make_data
 
 from harness.train.logs import read_log
-from methods.base import Checkpoint, Method
+from harness.method import Method
+from harness.train.result import Checkpoint
 
 
 class Stateful(Method):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from methods import get_method
+from harness.method import get_method
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_shared]
 

@@ -61,7 +61,7 @@ def test_lr_schedules():
 def test_compute_estimate_for_the_paper_baseline():
     params = estimate_parameters(KNOWN_CONFIGS["Qwen/Qwen1.5-0.5B"])
     assert params["total"] == pytest.approx(464e6, rel=0.01)          # Qwen1.5-0.5B without the LM head
-    from methods import get_method
+    from harness.method import get_method
 
     est = compute_estimate(get_method("uniform").spec("paper"), params["non_embedding"])
     assert est["tokens"] == 1000 * 2048 * (128 + 2 * 512)

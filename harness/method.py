@@ -36,15 +36,16 @@ this order, with a :class:`harness.train.context.TrainContext` ``ctx``:
 from __future__ import annotations
 
 import importlib
-import json
 import pkgutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
 from harness.errors import ConfigError
+from harness.keys import content_key, train_run_config
+from harness.train.result import Checkpoint
 
 if TYPE_CHECKING:  # imported lazily: listing methods must not import torch
     import torch
@@ -53,39 +54,6 @@ if TYPE_CHECKING:  # imported lazily: listing methods must not import torch
     from harness.encoders.base import Encoder
     from harness.train.context import LossOutput, TrainContext
     from harness.train.spec import TrainSpec
-
-DONE_FILE = "done.json"
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """A finished training run: ``path`` is the model folder an encoder loads."""
-
-    path: Path
-    workdir: Path
-    method: str
-    step: int
-    spec_fingerprint: str
-    data_fingerprint: str
-    info: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": str(self.path), "workdir": str(self.workdir), "method": self.method, "step": self.step,
-                "spec_fingerprint": self.spec_fingerprint, "data_fingerprint": self.data_fingerprint,
-                "info": self.info}
-
-    @classmethod
-    def load(cls, workdir: str | Path) -> "Checkpoint":
-        """The finished run in ``workdir`` (raises ConfigError if training did not finish)."""
-        workdir = Path(workdir)
-        done = workdir / DONE_FILE
-        if not done.exists():
-            raise ConfigError(f"{workdir}: no finished training run ({DONE_FILE} is missing)")
-        obj = json.loads(done.read_text(encoding="utf-8"))
-        return cls(path=workdir / obj["model_dir"], workdir=workdir, method=obj["method"], step=obj["step"],
-                   spec_fingerprint=obj["spec_fingerprint"], data_fingerprint=obj["data_fingerprint"],
-                   info=obj.get("info", {}))
-
 
 def check_choice(owner: str, option: str, value: Any, choices: Sequence[str]) -> None:
     """Refuse a method option outside ``choices``, naming the method, the option and the choices."""
@@ -195,8 +163,6 @@ class Method:
     @staticmethod
     def run_key(method: str, spec: "TrainSpec", data: "TrainingData") -> str:
         """The content key of a training run (the suite runner keys its cells the same way)."""
-        from harness.ablation.cells import content_key, train_run_config
-
         return content_key(train_run_config(method, spec, data.fingerprint()))
 
     def train_dependency(self, method: str, spec: "TrainSpec", data: "TrainingData",
@@ -243,10 +209,10 @@ def register_method(name: str) -> Callable[[type[Method]], type[Method]]:
 
 
 def _load_builtin_methods() -> None:
-    import methods
-
-    for info in pkgutil.iter_modules(methods.__path__):
-        if info.name not in ("base",) and not info.name.startswith("_"):
+    # By name, not by a static import: the engine does not depend on its plug-ins.
+    package = importlib.import_module("methods")
+    for info in pkgutil.iter_modules(package.__path__):
+        if not info.name.startswith("_"):
             importlib.import_module(f"methods.{info.name}")
 
 
