@@ -1,0 +1,283 @@
+"""Cheap pre-flight checks of a model reference, before any weights are loaded.
+
+:func:`check_model` is called by the encoder and training loaders and by suite plan
+validation.  It turns the failures that transformers reports obscurely (or not at
+all) into one :class:`~harness.errors.InputError` / :class:`~harness.errors.ConfigError`
+each, naming the path and the likely fix:
+
+* a local path that does not exist (transformers would say "Repo id must be in the form ...");
+* a hub id while offline that is not in the local Hugging Face cache;
+* an empty folder, a folder without ``config.json`` or without weight files;
+* a truncated or corrupt ``*.safetensors`` file (header length and tensor offsets vs file size);
+* an invalid ``config.json`` (JSON error with its line);
+* a folder without tokenizer files: transformers would silently build a tokenizer of
+  special tokens only, every word would become ``[UNK]`` and a meaningless score would
+  be stored.
+
+Only ``config.json``, JSON indexes and the safetensors headers are read, so a check
+costs milliseconds even for a multi-GB model.  :func:`load_errors` wraps the actual
+load, converting what still escapes (safetensors, OS, JSON and tokenizer errors)
+into the same kind of message.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import struct
+from pathlib import Path
+from typing import Iterator
+
+from harness.errors import ConfigError, HarnessError, InputError
+
+SYNTHETIC_PREFIX = "synthetic:"
+LEXICAL_MODELS = ("bm25",)
+WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
+WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+# Any of these is a vocabulary a tokenizer can be built from (fast JSON, WordPiece, BPE, sentencepiece).
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model",
+                   "sentencepiece.bpe.model", "sentencepiece.model")
+# A training run's workdir holds the trained model in this sub-folder (harness.train.trainer.FINAL_DIR).
+RUN_MODEL_DIR = "final"
+RUN_MARKERS = ("run.json", "done.json")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+_TRUE = ("1", "true", "yes", "on")
+
+
+def check_model(name_or_path: str) -> None:
+    """Raise a clear error if ``name_or_path`` cannot be loaded as a model; return quietly otherwise.
+
+    Accepted: ``bm25``, the registered aliases (``minilm``), ``synthetic:<preset>/tiny-bert``
+    (or ``tiny-decoder``), a model folder (full model or LoRA adapter), a training run's
+    workdir (its ``final/`` model), a hub id in the local cache, or any hub id when online.
+    """
+    from harness.encoders.backbone import ALIASES
+
+    name = str(name_or_path).strip()
+    if not name:
+        raise ConfigError("empty model name; give 'bm25', an alias (minilm), a model folder or a hub id")
+    if name.lower() in LEXICAL_MODELS:
+        return
+    if name.lower() in ALIASES:
+        from harness.encoders.backbone import resolve_model
+
+        check_folder(Path(resolve_model(name)[0]))
+        return
+    if name.startswith(SYNTHETIC_PREFIX):
+        _check_synthetic(name)
+        return
+    path = Path(name).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise InputError(path, "is a file, not a model folder; pass the folder that holds config.json "
+                                   "and the weights")
+        check_folder(path)
+        return
+    if not looks_like_hub_id(name):
+        raise InputError(path, "model folder does not exist; check the path (or use an alias such as 'minilm', "
+                               "or a hub id such as 'org/name')")
+    snapshot = hub_snapshot(name)
+    if snapshot is not None:
+        check_folder(snapshot, label=name)
+        return
+    if is_offline():
+        raise ConfigError(f"model {name!r}: not a local folder, and the hub id is not in the local Hugging Face "
+                          f"cache ({hub_cache_dir()}) while offline (HF_HUB_OFFLINE); download it on a connected "
+                          f"machine ('hf download {name}'), point HF_HUB_CACHE at a cache holding it, or pass "
+                          "a local model folder")
+
+
+def looks_like_hub_id(name: str) -> bool:
+    """``org/name`` or ``name``: no leading ``/ . ~``, at most one slash (otherwise it is meant as a path)."""
+    return bool(_HUB_ID.match(name)) and ".." not in name
+
+
+def is_offline() -> bool:
+    return any(os.environ.get(v, "").strip().lower() in _TRUE for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def hub_cache_dir() -> Path:
+    """The hub cache, read from the environment now (huggingface_hub reads it once, at import)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+def hub_revision() -> str:
+    return os.environ.get("HF_REVISION", "main")
+
+
+def hub_snapshot(repo_id: str, revision: str | None = None) -> Path | None:
+    """The local snapshot folder (``.../snapshots/<commit>``) of a cached hub model, or None."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json", cache_dir=str(hub_cache_dir()),
+                                       revision=revision or hub_revision())
+    except ValueError:  # not a valid repo id after all
+        return None
+    return Path(found).parent if isinstance(found, str) else None
+
+
+def _check_synthetic(name: str) -> None:
+    """``synthetic:<preset>/<kind>``: validated without generating the model (that happens on load)."""
+    from harness.ablation.resolve import TINY_MODEL_KINDS
+    from harness.synthetic import WorldSpec
+
+    preset, _, kind = name[len(SYNTHETIC_PREFIX):].partition("/")
+    if kind not in TINY_MODEL_KINDS:
+        raise ConfigError(f"synthetic model {name!r}: expected synthetic:<preset>/"
+                          f"{' or .../'.join(TINY_MODEL_KINDS)}")
+    if not callable(getattr(WorldSpec, preset, None)):
+        raise ConfigError(f"synthetic model {name!r}: unknown world preset {preset!r} (WorldSpec has no "
+                          f"{preset}() preset)")
+
+
+def check_folder(folder: Path, label: str | None = None) -> None:
+    """Check a local model folder (full model, LoRA adapter, or a run workdir with ``final/``)."""
+    folder = Path(folder)
+    if not any(folder.iterdir()):
+        raise InputError(folder, "the model folder is empty; point --model at a saved model (config.json, "
+                                 "weights, tokenizer), e.g. a training run's final/ folder")
+    if _is_run_dir(folder):
+        check_folder(folder / RUN_MODEL_DIR)
+        return
+    if (folder / ADAPTER_CONFIG).is_file():
+        _check_adapter(folder)
+        return
+    config = folder / "config.json"
+    if not config.is_file():
+        raise InputError(folder, "no config.json: not a transformers model folder; save the model with "
+                                 "save_pretrained() or pass the folder that holds config.json")
+    _read_json(config)
+    check_weights(folder)
+    if not has_tokenizer(folder):
+        raise InputError(folder, "no tokenizer files (tokenizer.json, vocab.txt, vocab.json or a sentencepiece "
+                                 "model); transformers would build a tokenizer that maps every word to [UNK]. "
+                                 "Save the tokenizer next to the weights (tokenizer.save_pretrained)")
+    from harness.encoders.settings import read_encoder_config
+
+    read_encoder_config(folder)  # validates harness_encoder.json, if any
+
+
+def _is_run_dir(folder: Path) -> bool:
+    return (folder / RUN_MODEL_DIR).is_dir() and any((folder / m).is_file() for m in RUN_MARKERS) \
+        and not (folder / "config.json").exists()
+
+
+def _check_adapter(folder: Path) -> None:
+    cfg = _read_json(folder / ADAPTER_CONFIG)
+    base = cfg.get("base_model_name_or_path")
+    if not isinstance(base, str) or not base:
+        raise InputError(folder / ADAPTER_CONFIG, "missing 'base_model_name_or_path' (the model the adapter "
+                                                  "was trained on)")
+    weights = [folder / w for w in ADAPTER_WEIGHTS if (folder / w).is_file()]
+    if not weights:
+        raise InputError(folder, "LoRA adapter folder without adapter weights (adapter_model.safetensors); "
+                                 "re-save the adapter")
+    for file in weights:
+        if file.suffix == ".safetensors":
+            check_safetensors(file)
+    try:
+        check_model(base)
+    except HarnessError as exc:
+        raise InputError(folder / ADAPTER_CONFIG, f"base model {base!r} of this adapter: {exc}") from None
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"invalid JSON ({exc.msg}, column {exc.colno}); fix or re-save the file",
+                         exc.lineno) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(path, f"cannot read the file ({exc}); check its permissions or re-save it") from None
+    if not isinstance(data, dict):
+        raise InputError(path, f"expected a JSON object, got {type(data).__name__}; re-save the file")
+    return data
+
+
+def check_weights(folder: Path) -> None:
+    """At least one weight file; every shard named by an index exists; safetensors headers are intact."""
+    files = sorted({f for pattern in WEIGHT_PATTERNS for f in folder.glob(pattern) if f.is_file()})
+    files = [f for f in files if f.name not in ADAPTER_WEIGHTS]
+    for index_name in WEIGHT_INDEXES:
+        index = folder / index_name
+        if index.is_file():
+            weight_map = _read_json(index).get("weight_map")
+            if not isinstance(weight_map, dict):
+                raise InputError(index, "no 'weight_map' object; re-save the model")
+            for shard in sorted(set(map(str, weight_map.values()))):
+                if not (folder / shard).is_file():
+                    raise InputError(folder / shard, f"weight shard listed in {index_name} is missing; "
+                                                     "re-download or re-save the model")
+    if not files:
+        raise InputError(folder, "no weight files (model.safetensors or pytorch_model.bin); the download or "
+                                 "save did not finish, or this is not a model folder")
+    for file in files:
+        if file.suffix == ".safetensors":
+            check_safetensors(file)
+        elif file.stat().st_size == 0:
+            raise InputError(file, "weight file is empty; re-download or re-save the model")
+
+
+def check_safetensors(file: Path) -> None:
+    """The header parses and the tensor data it describes fills the file exactly (no truncation)."""
+    size = file.stat().st_size
+    fix = "the file is truncated or corrupt; re-download or re-save the model"
+    with open(file, "rb") as handle:
+        head = handle.read(8)
+        if len(head) < 8:
+            raise InputError(file, f"{size} bytes, too short for a safetensors header: {fix}")
+        (header_len,) = struct.unpack("<Q", head)
+        if header_len > size - 8:
+            raise InputError(file, f"header length {header_len} exceeds the file size {size}: {fix}")
+        raw = handle.read(header_len)
+    try:
+        header = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise InputError(file, f"the safetensors header is not valid JSON: {fix}") from None
+    if not isinstance(header, dict):
+        raise InputError(file, f"the safetensors header is not a JSON object: {fix}")
+    ends = [int(v["data_offsets"][1]) for k, v in header.items()
+            if k != "__metadata__" and isinstance(v, dict) and "data_offsets" in v]
+    expected = 8 + header_len + (max(ends) if ends else 0)
+    if expected != size:
+        raise InputError(file, f"the header describes {expected} bytes but the file has {size}: {fix}")
+    # The library's own validation of the header (dtypes, shapes vs offsets); cheap, no tensor is read.
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(file), framework="numpy"):
+            pass
+    except (SafetensorError, OSError) as exc:
+        raise InputError(file, f"{exc}: {fix}") from None
+
+
+def has_tokenizer(folder: Path) -> bool:
+    return any((folder / f).is_file() for f in TOKENIZER_FILES) or any(folder.glob("*.model"))
+
+
+@contextlib.contextmanager
+def load_errors(name: str) -> Iterator[None]:
+    """Turn what transformers/safetensors/tokenizers raise while loading ``name`` into one InputError."""
+    try:
+        yield
+    except HarnessError:
+        raise
+    except Exception as exc:  # narrowed below; anything else is a bug and propagates unchanged
+        from safetensors import SafetensorError
+
+        if not isinstance(exc, (SafetensorError, OSError, ValueError, json.JSONDecodeError, EnvironmentError)):
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(name, f"could not load the model ({type(exc).__name__}: {first}); check that the folder "
+                               "holds a complete saved model (config.json, weights, tokenizer), or re-save "
+                               "it") from None
