@@ -35,7 +35,8 @@ from typing import Any, Callable
 import yaml
 
 from harness.errors import ConfigError, InputError
-from harness.io import atomic_write
+from harness.io import OutputExistsError, atomic_write
+from harness.io.paths import check_component, child_of
 from harness.store import git_commit, is_result_dir, load_result
 
 EXACT_DECIMALS = 4
@@ -133,6 +134,10 @@ def _entry(raw: Any, suite: str, path: Path, line: int) -> Expectation:
     ident = raw.get("id")
     if not isinstance(ident, str) or not ident.strip():
         raise InputError(path, "entry needs a non-empty string 'id'", line)
+    try:  # the id names the entry's folder under the results root: it must stay inside it
+        check_component(ident, "entry id")
+    except ConfigError as exc:
+        raise InputError(path, str(exc), line) from None
     command = raw.get("command")
     if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
         raise InputError(path, f"entry {ident!r}: 'command' must be a non-empty list of strings", line)
@@ -177,7 +182,11 @@ def load_expectations(path: str | Path) -> list[Expectation]:
         raise InputError(path, "expected a mapping with 'version', optional 'suite' and a list 'entries'", 1)
     if data.get("version", FILE_VERSION) != FILE_VERSION:
         raise InputError(path, f"unsupported version {data.get('version')!r} (this harness reads {FILE_VERSION})", 1)
-    suite = str(data.get("suite") or path.stem)
+    suite = data.get("suite") or path.stem
+    try:  # the suite names a folder under the results root
+        check_component(suite, "suite")
+    except ConfigError as exc:
+        raise InputError(path, str(exc), 1) from None
     lines = {}
     for key_node, value_node in root.value:
         if key_node.value == "entries" and isinstance(value_node, yaml.SequenceNode):
@@ -246,15 +255,37 @@ def _manifest_stamp(result_dir: Path) -> int | None:
     return manifest.stat().st_mtime_ns if manifest.exists() else None
 
 
+def _check_marker(out: Path) -> Path:
+    """A sibling file saying ``out`` was made by a regression check (inside ``out`` it would make the
+    folder look foreign to the command that writes there)."""
+    return out.with_name(f".{out.name}.harness-check")
+
+
+def _clear_check_output(out: Path) -> None:
+    """Remove ``out`` for a fresh run, but only if a previous check made it (its marker) or it is a
+    bare harness result; anything else there is refused, never deleted.  Then mark the place ours."""
+    marker = _check_marker(out)
+    if os.path.lexists(out):
+        if out.is_symlink() or not out.is_dir():
+            raise OutputExistsError(f"{out} exists and is not a directory; refusing to replace it")
+        if any(out.iterdir()) and not (marker.is_file() or is_result_dir(out)):
+            raise OutputExistsError(f"{out} holds files the regression check did not write; refusing to delete "
+                                    "it (choose another --results-root, or remove it yourself)")
+        shutil.rmtree(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text("the folder beside this file was written by `harness check` and is replaced by the next "
+                      "check\n", encoding="utf-8")
+
+
 def check_entry(entry: Expectation, *, results_root: str | Path, shared: str | Path | None = None,
                 reuse: bool = False, runner: Runner = run_harness) -> CheckResult:
     """Produce (or reuse) the entry's result and compare its metrics with the expected ones."""
-    out = Path(results_root) / entry.suite / entry.id
+    out = child_of(results_root, entry.suite, entry.id, what="suite or entry id")
     result_dir = out / entry.result if entry.result else out
     reused = reuse and is_result_dir(result_dir)
     if not reused:
         # A fresh {out}: commands that cache their work (suite runs) must produce the result again.
-        shutil.rmtree(out, ignore_errors=True)
+        _clear_check_output(out)
         before = _manifest_stamp(result_dir)
         code, output = runner(expand(entry.command, out, Path(shared) if shared else default_shared_root()))
         if code != 0:
@@ -335,6 +366,8 @@ def record(*, suite: str, ident: str, result_dir: str | Path, command: list[str]
            note: str | None = None, replace: bool = False, directory: str | Path | None = None) -> Expectation:
     """Store the metrics of ``result_dir`` as the expectation ``suite/ident`` (who/when/commit from git)."""
     directory = Path(directory) if directory else expected_dir()
+    check_component(suite, "suite")
+    check_component(ident, "entry id")
     path = directory / f"{suite}.yaml"
     entries = load_expectations(path) if path.exists() else []
     previous = next((e for e in entries if e.id == ident), None)

@@ -29,7 +29,7 @@ import numpy as np
 
 from harness.data.run import Run, read_run, write_run
 from harness.errors import InputError
-from harness.io import atomic_dir, atomic_write, open_text
+from harness.io import atomic_dir, atomic_write, check_replaceable, open_text
 from harness.protocol import ProtocolCard
 from harness.results import EvaluationResult
 
@@ -130,8 +130,13 @@ class StoredResult:
 
 
 def write_result(directory: str | Path, *, run: Run | None, evaluation: EvaluationResult, card: ProtocolCard,
-                 manifest: dict[str, Any] | None = None, extra_files: dict[str, str] | None = None) -> Path:
-    """Write a complete result directory atomically and return its path."""
+                 manifest: dict[str, Any] | None = None, extra_files: dict[str, str] | None = None,
+                 overwrite: bool = True) -> Path:
+    """Write a complete result directory atomically and return its path.
+
+    An existing ``directory`` is replaced only if it is a previous harness result (and
+    ``overwrite``); an unrelated folder or a file there is refused, never deleted.
+    """
     directory = Path(directory)
     for metric, values in evaluation.per_query.items():
         if len(values) and not np.all(np.isfinite(values)):
@@ -146,7 +151,7 @@ def write_result(directory: str | Path, *, run: Run | None, evaluation: Evaluati
         "host": host_info(),
     }
     full_manifest.update(manifest or {})
-    with atomic_dir(directory) as tmp:
+    with atomic_dir(directory, overwrite, is_ours=is_result_dir, what="a harness result") as tmp:
         if run is not None:
             write_run(run, tmp / RUN_FILE)
         write_per_query(evaluation, tmp / PER_QUERY_FILE)
@@ -181,5 +186,19 @@ def load_result(directory: str | Path) -> StoredResult:
 
 
 def is_result_dir(directory: str | Path) -> bool:
+    """True for a complete result directory the harness wrote: its three files, and a manifest
+    of ours (a JSON object with a protocol card and a creation time)."""
     directory = Path(directory)
-    return all((directory / f).exists() for f in (PER_QUERY_FILE, METRICS_FILE, MANIFEST_FILE))
+    if not all((directory / f).is_file() for f in (PER_QUERY_FILE, METRICS_FILE, MANIFEST_FILE)):
+        return False
+    try:
+        manifest = json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(manifest, dict) and isinstance(manifest.get("card"), dict) and "created" in manifest
+
+
+def check_output_dir(directory: str | Path, overwrite: bool) -> None:
+    """Before any compute: refuse an output path that is taken by something other than a
+    harness result, or by a harness result when ``overwrite`` is off."""
+    check_replaceable(directory, is_result_dir, "a harness result", overwrite)

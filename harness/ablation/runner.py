@@ -180,11 +180,12 @@ class SuiteRun:
         import shutil
 
         from harness.io import atomic_dir
-        from harness.store import MANIFEST_FILE, METRICS_FILE, PER_QUERY_FILE
+        from harness.store import MANIFEST_FILE, METRICS_FILE, PER_QUERY_FILE, is_result_dir
 
         for cell in self.eval_cells:
             source = self.eval_dir(cell)
-            with atomic_dir(cell_result_dir(self.report_dir, cell.train.variant.id, cell.benchmark.id)) as tmp:
+            with atomic_dir(cell_result_dir(self.report_dir, cell.train.variant.id, cell.benchmark.id),
+                            is_ours=is_result_dir, what="a harness result") as tmp:
                 for name in (PER_QUERY_FILE, METRICS_FILE, MANIFEST_FILE):
                     try:
                         os.link(source / name, tmp / name)

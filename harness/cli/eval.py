@@ -31,7 +31,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-m", "--metric", action="append", dest="metrics", default=None,
                    help=f"metric to report (repeatable; default: the suite's metrics, plus {', '.join(DEFAULT_METRICS)} "
                         "for the generic protocol)")
-    p.add_argument("--out", type=Path, default=None, help="result directory (default: results/<suite>/<dataset>/<model>)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="result directory (default: results/<suite>/<dataset>/<model>); an existing folder is refused "
+                        "unless it is a previous harness result and --overwrite is given")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a previous harness result at --out (never anything else)")
     p.add_argument("--results-root", type=Path, default=Path("results"), help="root for default result directories")
     p.add_argument("--cache-dir", type=Path, default=None,
                    help="embedding/index cache (default: $HARNESS_CACHE or ~/.cache/retrieval-harness)")
@@ -51,6 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness.pipeline import ModelSpec, default_out_dir, evaluate_model, load_benchmark
+    from harness.store import check_output_dir
 
     options = {"split": args.split, "dataset": args.dataset}
     if args.language:
@@ -76,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
         overrides["query_max_length"] = overrides["doc_max_length"] = args.max_length
     spec = ModelSpec(args.model, overrides=overrides, bm25_k1=args.k1, bm25_b=args.b, index=args.index)
     out = args.out or default_out_dir(args.results_root, loaded, spec)
+    # Before any compute.  The default location is the harness's own: a previous result there is
+    # replaced; an explicit --out replaces one only with --overwrite.  Nothing else is ever replaced.
+    check_output_dir(out, overwrite=args.overwrite or args.out is None)
     cache = args.cache_dir or os.environ.get("HARNESS_CACHE")
     result = evaluate_model(spec, loaded, out, cache_dir=cache)
 

@@ -1,12 +1,21 @@
 """Small file helpers shared by every module: atomic writes and compressed reads."""
-from harness.io.atomic import atomic_dir, atomic_write, atomic_write_json, atomic_write_text
+from harness.io.atomic import (
+    OutputExistsError,
+    atomic_dir,
+    atomic_write,
+    atomic_write_json,
+    atomic_write_text,
+    check_replaceable,
+)
 from harness.io.files import open_text, sha256_file, sha256_files
 
 __all__ = [
+    "OutputExistsError",
     "atomic_dir",
     "atomic_write",
     "atomic_write_json",
     "atomic_write_text",
+    "check_replaceable",
     "open_text",
     "sha256_file",
     "sha256_files",

@@ -3,6 +3,15 @@
 Files are written to a temporary sibling and moved into place with ``os.replace``
 (atomic on POSIX within one file system).  A whole output directory can be built
 the same way with :func:`atomic_dir`.
+
+Two rules keep a user's data safe:
+
+* :func:`atomic_dir` never replaces a directory the harness did not write: the caller
+  names what makes a directory its own (``is_ours``, e.g. "holds our manifest"), and
+  anything else (an unrelated folder, a file, a link) is refused with
+  :class:`OutputExistsError`; only an empty directory is always replaceable.
+* Files and folders get the modes the process umask allows (``tempfile`` would make
+  them 0600/0700), so a colleague sharing a results root can read them.
 """
 from __future__ import annotations
 
@@ -13,7 +22,25 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Callable, Iterator
+
+from harness.errors import HarnessError
+
+
+class OutputExistsError(HarnessError, FileExistsError):
+    """An output path is taken by something the harness did not write (or may not replace)."""
+
+
+def _umask() -> int:
+    # os.umask can only be read by setting it; set it straight back.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _honour_umask(path: Path, directory: bool) -> None:
+    """``mkstemp``/``mkdtemp`` create 0600/0700; give the modes a plain open()/mkdir() would."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
 
 
 @contextlib.contextmanager
@@ -24,10 +51,13 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
     and ``path`` is left untouched.
     """
     path = Path(path)
+    if path.is_dir():
+        raise OutputExistsError(f"{path} is a directory; give a file name to write to")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp = Path(tmp_name)
+    _honour_umask(tmp, directory=False)
     binary = "b" in mode
     try:
         if path.suffix == ".gz":
@@ -85,25 +115,54 @@ def atomic_write_json(path: str | Path, obj: Any, indent: int | None = 2) -> Non
         handle.write("\n")
 
 
+def check_replaceable(path: str | Path, is_ours: Callable[[Path], bool] | None, what: str = "a harness output",
+                      overwrite: bool = True) -> None:
+    """Refuse (with :class:`OutputExistsError`) to replace ``path`` unless it is absent, an empty
+    directory, or a directory ``is_ours`` recognises (and ``overwrite`` allows replacing it)."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        return
+    if path.is_symlink() or not path.is_dir():
+        raise OutputExistsError(f"{path} exists and is not a directory; refusing to replace it "
+                                f"(choose another output path)")
+    if not any(path.iterdir()):
+        return
+    if is_ours is None or not is_ours(path):
+        raise OutputExistsError(f"{path} exists and is not {what}; refusing to replace or delete it "
+                                f"(choose a new folder, or remove it yourself)")
+    if not overwrite:
+        raise OutputExistsError(f"{path} already holds {what}; pass --overwrite to replace it")
+
+
 @contextlib.contextmanager
-def atomic_dir(path: str | Path, overwrite: bool = True) -> Iterator[Path]:
+def atomic_dir(path: str | Path, overwrite: bool = True, *, is_ours: Callable[[Path], bool] | None = None,
+               what: str = "a harness output") -> Iterator[Path]:
     """Build a directory under a temporary name, then rename it onto ``path``.
 
-    Yields the temporary directory; write everything into it.  On success an existing
-    ``path`` is replaced (if ``overwrite``); on failure the temporary directory is
-    deleted and ``path`` is untouched, so a results directory is either complete or absent.
+    Yields the temporary directory; write everything into it.  On success ``path`` is
+    created, or an existing one replaced if it is an empty directory or ``is_ours(path)``
+    says the harness wrote it (and ``overwrite``); anything else at ``path`` is refused
+    *before* the body runs, so no work is wasted and nothing is deleted.  On failure the
+    temporary directory is deleted and ``path`` is untouched: a results directory is
+    either complete or absent.
     """
     path = Path(path)
+    check_replaceable(path, is_ours, what, overwrite)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    _honour_umask(tmp, directory=True)
     try:
         yield tmp
-        if path.exists():
-            if not overwrite:
-                raise FileExistsError(f"{path} already exists")
-            old = path.with_name(f".{path.name}.old-{os.getpid()}")
-            os.replace(path, old)
-            os.replace(tmp, path)
+        # Checked again: something may have appeared at ``path`` while the body ran.
+        check_replaceable(path, is_ours, what, overwrite)
+        if os.path.lexists(path):
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
+            os.replace(path, old / "previous")
+            try:
+                os.replace(tmp, path)
+            except BaseException:
+                os.replace(old / "previous", path)   # put the previous result back
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)

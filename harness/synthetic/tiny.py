@@ -177,7 +177,8 @@ def make_tiny_model(directory: str | Path, world: World, hidden: int = 32, layer
         model_class = LlamaForCausalLM if kind == "decoder" else BertForMaskedLM if mlm_head else BertModel
         model = model_class(config)
     directory = Path(directory)
-    with atomic_dir(directory) as tmp:
+    with atomic_dir(directory, is_ours=lambda p: (p / "harness_encoder.json").is_file(),
+                    what="a tiny model written by the harness") as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         _portable_tokenizer_config(tmp / "tokenizer_config.json")

@@ -45,7 +45,8 @@ def _write_json(path: Path, obj) -> None:
 def write_world(world: World, directory: str | Path, overwrite: bool = True) -> Path:
     """Write ``world`` into ``directory`` atomically (built under a temporary name, then renamed)."""
     directory = Path(directory)
-    with atomic_dir(directory, overwrite=overwrite) as tmp:
+    with atomic_dir(directory, overwrite=overwrite, is_ours=lambda p: (p / "world.json").is_file(),
+                    what="a synthetic world written by the harness") as tmp:
         for name, data in world.domains.items():
             _write_lines(tmp / "train" / f"{name}.jsonl", (_dumps(row) for row in data.train_rows))
             ev = tmp / "eval" / name

@@ -94,6 +94,17 @@ class Trainer:
         elif D.rank() == 0:
             atomic_write_json(path, record)
 
+    def _refuse_foreign_workdir(self) -> None:
+        """Train only into a new or empty folder, or one holding a run of ours (``run.json``):
+        checkpoints are pruned and replaced there, so a user's unrelated folder must not be used."""
+        from harness.io import OutputExistsError
+
+        if self.workdir.is_symlink() or (self.workdir.exists() and not self.workdir.is_dir()):
+            raise OutputExistsError(f"{self.workdir} exists and is not a directory; choose another output folder")
+        if self.workdir.is_dir() and any(self.workdir.iterdir()) and not (self.workdir / RUN_FILE).is_file():
+            raise OutputExistsError(f"{self.workdir} is not empty and holds no training run of the harness "
+                                    f"({RUN_FILE} is missing); refusing to write into it: choose a new folder")
+
     def _make_accelerator(self):
         return self.accelerator if self.accelerator is not None else make_accelerator(self.spec.precision)
 
@@ -116,6 +127,7 @@ class Trainer:
         if (self.workdir / DONE_FILE).exists():
             self._check_workdir()
             return Checkpoint.load(self.workdir)
+        self._refuse_foreign_workdir()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._setup()
         spec = self.spec
@@ -272,7 +284,8 @@ class Trainer:
         spec, acc = self.spec, self.acc
         if acc.is_main_process:
             merge = spec.lora is not None and spec.lora.merge_on_save
-            with atomic_dir(self.workdir / FINAL_DIR) as tmp:
+            with atomic_dir(self.workdir / FINAL_DIR, is_ours=lambda p: (p / "harness_encoder.json").is_file(),
+                            what="a model folder written by the trainer") as tmp:
                 save_model(self.model, self.tokenizer, tmp, encoder_settings(spec, self.enc),
                            self._training_info(spec.steps), merge_lora=merge)
             (self.workdir / METHOD_DIR).mkdir(exist_ok=True)
