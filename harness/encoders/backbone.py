@@ -9,12 +9,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from harness.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+# Files that make up a model's identity (weights, configs, tokenizer vocabularies).
+FINGERPRINT_SUFFIXES = (".json", ".safetensors", ".bin", ".txt", ".model", ".pt", ".pth")
+FINGERPRINT_DIR = "fingerprints"
+SIDECAR_MIN_BYTES = 1 << 20
+RACY_SECONDS = 2
+_HASH_BLOCK = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -46,8 +57,17 @@ def resolve_model(name: str) -> tuple[str, ModelDefaults]:
     if key in ALIASES:
         resolver, defaults = ALIASES[key]
         return str(resolver()), defaults
+    if name.startswith("synthetic:"):
+        # synthetic:<preset>/tiny-bert: generated into the cache on first use (deterministic).
+        from harness.ablation.resolve import resolve_model as resolve_synthetic
+
+        name = resolve_synthetic(name)
     path = Path(name).expanduser()
     if path.exists():
+        from harness.encoders.model_check import RUN_MODEL_DIR, is_run_dir
+
+        if is_run_dir(path):  # a training run's workdir: its trained model
+            path = path / RUN_MODEL_DIR
         return str(path), _defaults_from_sentence_transformers(path)
     # A hub id: loaded by transformers (honours HF_HUB_OFFLINE and the local cache).
     return name, ModelDefaults()
@@ -71,37 +91,109 @@ def _defaults_from_sentence_transformers(path: Path) -> ModelDefaults:
 
 
 def model_fingerprint(path_or_id: str) -> str:
-    """A stable identity for caches: hash of config + weight file sizes/mtimes, or the hub id."""
+    """A stable identity for caches: a hash of every model file's full content, or ``hub:<id>@<commit>``.
+
+    Every byte counts: two models of the same size that differ only inside a weight
+    file (a LoRA merged into inner layers, a frozen-embedding fine-tune) get different
+    fingerprints.  Large files are hashed once and their digest is remembered in a
+    sidecar (see :func:`file_digest`), so re-fingerprinting an unchanged model is cheap.
+    """
     path = Path(path_or_id)
     if not path.exists():
-        revision = os.environ.get("HF_REVISION", "main")
-        return f"hub:{path_or_id}@{revision}"
-    digest = hashlib.sha256()
+        return _hub_fingerprint(path_or_id)
+    if path.is_file():
+        return f"local:{file_digest(path)[:24]}"
+    digest = hashlib.blake2b(digest_size=16)
     for f in sorted(path.rglob("*")):
-        if f.is_file() and f.suffix in (".json", ".safetensors", ".bin", ".txt", ".model"):
-            stat = f.stat()
-            digest.update(f"{f.relative_to(path)}:{stat.st_size}".encode())
-            if f.suffix == ".json" or stat.st_size < (1 << 20):
-                digest.update(f.read_bytes())
-            else:
-                # Large weight files: hash head and tail blocks (fast, changes with any retrain).
-                with open(f, "rb") as handle:
-                    digest.update(handle.read(1 << 20))
-                    handle.seek(max(0, stat.st_size - (1 << 20)))
-                    digest.update(handle.read(1 << 20))
+        if f.is_file() and f.suffix in FINGERPRINT_SUFFIXES:
+            digest.update(f"{f.relative_to(path).as_posix()}:{f.stat().st_size}:{file_digest(f)}\n".encode())
     return f"local:{digest.hexdigest()[:24]}"
 
 
+def _hub_fingerprint(repo_id: str) -> str:
+    """``hub:<id>@<commit>`` when the local hub cache holds the revision, else ``hub:<id>@<revision>``."""
+    from harness.encoders.model_check import hub_revision, hub_snapshot, looks_like_hub_id
+
+    revision = hub_revision()
+    snapshot = hub_snapshot(repo_id, revision) if looks_like_hub_id(repo_id) else None
+    return f"hub:{repo_id}@{snapshot.name if snapshot is not None else revision}"
+
+
+def _hash_file(file: Path) -> str:
+    """blake2b of the whole file, read in 8 MiB blocks (memory stays flat for multi-GB shards)."""
+    digest = hashlib.blake2b(digest_size=32)
+    with open(file, "rb") as handle:
+        for block in iter(lambda: handle.read(_HASH_BLOCK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _stat_key(stat: os.stat_result) -> dict[str, int]:
+    # ctime too: it changes on any write or utime, so restoring an old mtime cannot hide an edit.
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "ctime_ns": stat.st_ctime_ns,
+            "inode": stat.st_ino, "device": stat.st_dev}
+
+
+def _sidecar(file: Path) -> Path:
+    from harness.encoders.cache import cache_root
+
+    name = hashlib.blake2b(str(file).encode(), digest_size=16).hexdigest()
+    return cache_root() / FINGERPRINT_DIR / f"{name}.json"
+
+
+def file_digest(file: str | Path) -> str:
+    """Full-content blake2b digest of ``file``, remembered for files of at least 1 MiB.
+
+    The sidecar lives in the harness cache (``<cache>/fingerprints/``, not in the model
+    folder, which may be read-only) and is keyed by (absolute path, size, mtime_ns,
+    ctime_ns, inode, device); any change of these re-hashes the file.  A file modified
+    within the last few seconds is hashed but not remembered: a second write in the same
+    timestamp tick would keep its mtime, so its digest cannot be trusted yet.
+    """
+    file = Path(file).absolute()
+    stat = file.stat()
+    if stat.st_size < SIDECAR_MIN_BYTES:
+        return _hash_file(file)
+    key = {"path": str(file), **_stat_key(stat)}
+    sidecar = _sidecar(file)
+    try:
+        stored = json.loads(sidecar.read_text(encoding="utf-8"))
+        if isinstance(stored, dict) and all(stored.get(k) == v for k, v in key.items()) \
+                and isinstance(stored.get("blake2b"), str):
+            return stored["blake2b"]
+    except (OSError, ValueError):
+        pass
+    value = _hash_file(file)
+    if time.time_ns() - stat.st_mtime_ns > RACY_SECONDS * 1_000_000_000 and {"path": str(file), **_stat_key(file.stat())} == key:
+        try:
+            from harness.io import atomic_write_json
+
+            sidecar.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(sidecar, {**key, "blake2b": value})
+        except OSError as exc:  # a read-only cache only costs a re-hash next time
+            log.debug("cannot write fingerprint sidecar %s: %s", sidecar, exc)
+    return value
+
+
 def load_backbone(name: str, dtype=None, device: str | None = None):
-    """Load ``(model, tokenizer, defaults)`` with ``transformers.AutoModel``."""
+    """Load ``(model, tokenizer, defaults)`` with ``transformers.AutoModel``.
+
+    The model is checked first (:func:`~harness.encoders.model_check.check_model`) and
+    load failures become one clear :class:`~harness.errors.InputError`; remote code is
+    never run (``trust_remote_code=False``).
+    """
     from transformers import AutoModel, AutoTokenizer
 
+    from harness.encoders.model_check import check_model, load_errors
+
+    check_model(name)
     path, defaults = resolve_model(name)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    kwargs = {}
+    kwargs = {"trust_remote_code": False}
     if dtype is not None:
         kwargs["dtype"] = dtype
-    model = AutoModel.from_pretrained(path, **kwargs)
+    with load_errors(path):
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+        model = AutoModel.from_pretrained(path, **kwargs)
     if device is not None:
         model.to(device)
     if tokenizer.pad_token is None:

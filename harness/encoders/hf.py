@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 from harness.encoders.backbone import ModelDefaults, model_fingerprint, resolve_model
 from harness.encoders.base import Encoder
 from harness.encoders.fusion import fuse_linear_layers
+from harness.encoders.model_check import check_model, has_tokenizer, load_errors
 from harness.encoders.pooling import pool
 from harness.encoders.settings import EncoderSettings, read_encoder_config, resolve_settings
 from harness.errors import ConfigError, InputError
@@ -97,6 +98,7 @@ class HFEncoder(Encoder):
                  append_eos: bool | None = None, batch_size: int = 64, device: str | None = None,
                  dtype: str | torch.dtype = "auto", cpu_fusion: bool = True):
         self.model_name = model
+        check_model(model)  # a clear error now, not an obscure one (or a silent [UNK] tokenizer) at load
         path, defaults = resolve_model(model)
         self.path = path
         folder = Path(path) if Path(path).is_dir() else None
@@ -140,10 +142,10 @@ class HFEncoder(Encoder):
         from transformers import AutoModel, AutoTokenizer
 
         tokenizer_source = self.path
-        if self.base_path is not None and not any(
-                (Path(self.path) / f).exists() for f in ("tokenizer.json", "tokenizer_config.json")):
+        if self.base_path is not None and not has_tokenizer(Path(self.path)):
             tokenizer_source = self.base_path
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+        with load_errors(self.path):
+            tokenizer = AutoTokenizer.from_pretrained(tokenizer_source, trust_remote_code=False)
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
         if self.settings.append_eos and tokenizer.eos_token_id is None:
@@ -156,13 +158,14 @@ class HFEncoder(Encoder):
             log.warning("max length %d exceeds the tokenizer's model_max_length %d for %s", longest, limit,
                         self.model_name)
 
-        if self.base_path is not None:
-            from peft import PeftModel
+        with load_errors(self.path):
+            if self.base_path is not None:
+                from peft import PeftModel
 
-            base = AutoModel.from_pretrained(self.base_path, dtype=self.dtype)
-            model = PeftModel.from_pretrained(base, self.path).merge_and_unload()
-        else:
-            model = AutoModel.from_pretrained(self.path, dtype=self.dtype)
+                base = AutoModel.from_pretrained(self.base_path, dtype=self.dtype, trust_remote_code=False)
+                model = PeftModel.from_pretrained(base, self.path).merge_and_unload()
+            else:
+                model = AutoModel.from_pretrained(self.path, dtype=self.dtype, trust_remote_code=False)
         if getattr(model.config, "is_encoder_decoder", False):
             model = model.get_encoder()
         model.to(self.device).eval()

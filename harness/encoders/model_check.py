@@ -146,7 +146,7 @@ def check_folder(folder: Path, label: str | None = None) -> None:
     if not any(folder.iterdir()):
         raise InputError(folder, "the model folder is empty; point --model at a saved model (config.json, "
                                  "weights, tokenizer), e.g. a training run's final/ folder")
-    if _is_run_dir(folder):
+    if is_run_dir(folder):
         check_folder(folder / RUN_MODEL_DIR)
         return
     if (folder / ADAPTER_CONFIG).is_file():
@@ -167,7 +167,8 @@ def check_folder(folder: Path, label: str | None = None) -> None:
     read_encoder_config(folder)  # validates harness_encoder.json, if any
 
 
-def _is_run_dir(folder: Path) -> bool:
+def is_run_dir(folder: Path) -> bool:
+    """A training run's workdir (``run.json``/``done.json`` and ``final/``), not a model folder itself."""
     return (folder / RUN_MODEL_DIR).is_dir() and any((folder / m).is_file() for m in RUN_MARKERS) \
         and not (folder / "config.json").exists()
 
