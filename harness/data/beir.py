@@ -3,6 +3,13 @@
 Each file may also be gzip-compressed (``corpus.jsonl.gz`` ...).  Loading validates
 everything a metric would silently get wrong: malformed JSON, missing fields,
 duplicate ids, empty texts, and qrels that name unknown queries or documents.
+
+Ids (``_id``) are JSON strings without whitespace: a document id with a space would be
+written to ``run.trec.gz`` and split into two fields when the run is read back (by the
+harness, trec_eval or any other tool).  A JSON integer id is accepted and converted
+exactly with ``str(int)`` (real releases number their rows, e.g. MKQA's ``example_id``);
+booleans, floats, null, lists and objects are refused instead of becoming ``"True"``
+or ``"1.0"``.
 """
 from __future__ import annotations
 
@@ -16,7 +23,7 @@ import numpy as np
 
 from harness.data.qrels import Qrels, read_qrels
 from harness.errors import InputError
-from harness.io import open_text
+from harness.io.readers import check_input_file, iter_input_lines, json_id
 
 
 @dataclass
@@ -94,19 +101,36 @@ class BeirDataset:
         return self.path.name
 
 
-def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
-    """Yield ``(line number, object)`` for each non-blank line; bad JSON raises InputError."""
-    with open_text(path) as handle:
-        for line_no, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise InputError(path, f"malformed JSON ({exc.msg} at column {exc.colno})", line_no) from None
-            if not isinstance(obj, dict):
-                raise InputError(path, f"expected a JSON object, got {type(obj).__name__}", line_no)
-            yield line_no, obj
+def iter_jsonl(path: str | Path, what: str = "file") -> Iterator[tuple[int, dict]]:
+    """Yield ``(line number, object)`` for each non-blank line; bad JSON raises InputError.
+
+    Reading goes through :func:`~harness.io.readers.iter_input_lines`, so a missing
+    file, a directory, non-UTF-8 bytes or a broken ``.gz`` are InputErrors too.
+    """
+    for line_no, raw in iter_input_lines(path, what):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise InputError(path, f"malformed JSON ({exc.msg} at column {exc.colno})", line_no) from None
+        except (RecursionError, ValueError) as exc:    # nesting too deep, an integer of > 4300 digits
+            raise InputError(path, f"malformed JSON ({type(exc).__name__}: {exc})", line_no) from None
+        if not isinstance(obj, dict):
+            raise InputError(path, f"expected a JSON object, got {type(obj).__name__}", line_no)
+        if "\\ud" in raw or "\\uD" in raw:
+            _check_surrogates(obj, path, line_no)
+        yield line_no, obj
+
+
+def _check_surrogates(obj: dict, path, line_no: int) -> None:
+    """JSON may escape a lone UTF-16 surrogate (``"\\ud800"``): a str that cannot be encoded
+    back to UTF-8 (hashes and writers would fail much later)."""
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(path, "string contains a lone UTF-16 surrogate escape (not a valid character)",
+                         line_no) from None
 
 
 def _string_field(obj: dict, key: str, path, line_no: int, required: bool = True) -> str:
@@ -117,8 +141,6 @@ def _string_field(obj: dict, key: str, path, line_no: int, required: bool = True
     value = obj[key]
     if value is None and not required:
         return ""
-    if isinstance(value, (int,)) and key == "_id":
-        value = str(value)
     if not isinstance(value, str):
         raise InputError(path, f"field {key!r} must be a string, got {type(value).__name__}", line_no)
     return value
@@ -128,7 +150,7 @@ def find_file(directory: Path, stem: str) -> Path:
     """Return ``directory/stem`` or ``directory/stem.gz``, whichever exists."""
     for candidate in (directory / stem, directory / f"{stem}.gz"):
         if candidate.exists():
-            return candidate
+            return check_input_file(candidate)
     raise InputError(directory / stem, "file not found (also looked for .gz)")
 
 
@@ -140,9 +162,7 @@ def read_corpus(path: str | Path, allow_empty: bool = False) -> Corpus:
     texts: list[str] = []
     first_line: dict[str, int] = {}
     for line_no, obj in iter_jsonl(path):
-        doc_id = _string_field(obj, "_id", path, line_no)
-        if not doc_id:
-            raise InputError(path, "empty '_id'", line_no)
+        doc_id = json_id(obj, "_id", path, line_no, "document id")
         title = _string_field(obj, "title", path, line_no, required=False)
         text = _string_field(obj, "text", path, line_no)
         if not allow_empty and not (title.strip() or text.strip()):
@@ -165,9 +185,7 @@ def read_queries(path: str | Path) -> Queries:
     texts: list[str] = []
     first_line: dict[str, int] = {}
     for line_no, obj in iter_jsonl(path):
-        qid = _string_field(obj, "_id", path, line_no)
-        if not qid:
-            raise InputError(path, "empty '_id'", line_no)
+        qid = json_id(obj, "_id", path, line_no, "query id")
         text = _string_field(obj, "text", path, line_no)
         if not text.strip():
             raise InputError(path, f"query {qid!r} has empty text", line_no)
@@ -196,11 +214,10 @@ def check_qrels_ids(qrels: Qrels, query_ids, doc_ids, path: str | Path) -> None:
 
 
 def _find_qrels_line(path: str | Path, qid: str, did: str) -> int | None:
-    with open_text(path) as handle:
-        for line_no, raw in enumerate(handle, start=1):
-            cols = raw.split()
-            if len(cols) >= 3 and qid in cols and did in cols:
-                return line_no
+    for line_no, raw in iter_input_lines(path, "qrels file"):
+        cols = raw.split()
+        if len(cols) >= 3 and qid in cols and did in cols:
+            return line_no
     return None
 
 

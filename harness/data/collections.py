@@ -30,6 +30,7 @@ from typing import Any, Iterable, Sequence
 
 from harness.data.training import TrainingRow, read_training_rows
 from harness.errors import ConfigError, InputError
+from harness.io.readers import read_input_text
 from harness.io import sha256_file
 
 log = logging.getLogger(__name__)
@@ -124,9 +125,11 @@ def read_metadata_file(path: str | Path) -> dict[str, dict[str, Any]]:
     """Read and validate a ``domains.json``-format file: domain -> metadata dict."""
     path = Path(path)
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        obj = json.loads(read_input_text(path, "metadata file"))
     except json.JSONDecodeError as exc:
         raise InputError(path, f"malformed JSON ({exc.msg} at column {exc.colno})", exc.lineno) from None
+    except (RecursionError, ValueError) as exc:
+        raise InputError(path, f"malformed JSON ({type(exc).__name__}: {exc})") from None
     if not isinstance(obj, dict):
         raise InputError(path, f"expected a JSON object of domains, got {type(obj).__name__}")
     out: dict[str, dict[str, Any]] = {}

@@ -6,7 +6,8 @@ Two file formats are read:
 * BEIR qrels: ``query-id<TAB>corpus-id<TAB>score`` with a header line.
 
 Both may be gzip-compressed (``.gz``).  Every format error raises
-:class:`~harness.errors.InputError` naming the file and line.
+:class:`~harness.errors.InputError` naming the file and line.  Labels are parsed as
+trec_eval parses them (see :func:`read_qrels`).
 """
 from __future__ import annotations
 
@@ -19,7 +20,14 @@ import numpy as np
 from harness.data.grouped import QueryGrouped
 from harness.data.ids import as_id_array
 from harness.errors import InputError
-from harness.io import atomic_write, open_text
+from harness.io import atomic_write
+from harness.io.readers import (
+    check_id,
+    check_input_file,
+    iter_input_lines,
+    parse_trec_relevance,
+    refuse_unicode_whitespace,
+)
 
 BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
 
@@ -79,65 +87,55 @@ class Qrels(QueryGrouped):
         return dict(zip(qids.tolist(), counts.tolist()))
 
 
-def _parse_int(text: str, path, line_no: int, what: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        try:
-            value = float(text)
-        except ValueError:
-            raise InputError(path, f"{what} {text!r} is not an integer", line_no) from None
-        if value != value or not value.is_integer():
-            raise InputError(path, f"{what} {text!r} is not an integer", line_no) from None
-        return int(value)
-
-
 def read_qrels(path: str | Path, fmt: str = "auto") -> Qrels:
     """Read TREC (``qid iter docid rel``) or BEIR tsv (header ``query-id corpus-id score``) qrels.
 
     ``fmt`` is ``"trec"``, ``"beir"`` or ``"auto"`` (BEIR when the first line is the
-    BEIR header, TREC otherwise).
+    BEIR header, TREC otherwise).  Labels are read as trec_eval's ``atol`` reads them
+    (:func:`~harness.io.readers.parse_trec_relevance`): ``2`` or ``2.0``; negative labels
+    are kept and count as non-relevant; tokens atol would read only a prefix of (``1e30``,
+    ``1.5``, ``high``) are refused.  TREC lines split on ASCII whitespace as in trec_eval;
+    ids with any other whitespace (U+3000, U+00A0...) are refused in both formats.
     """
-    path = Path(path)
-    if not path.exists():
-        raise InputError(path, "qrels file does not exist")
+    path = check_input_file(path, "qrels file")
     qs: list[str] = []
     ds: list[str] = []
     rs: list[int] = []
     seen: dict[tuple[str, str], int] = {}
-    with open_text(path) as handle:
-        for line_no, raw in enumerate(handle, start=1):
-            line = raw.rstrip("\r\n")
-            if line_no == 1 and fmt in ("auto", "beir"):
-                head = tuple(c.strip() for c in line.split("\t"))
-                if head == BEIR_QRELS_HEADER:
-                    fmt = "beir"
-                    continue
-                if fmt == "beir":
-                    raise InputError(path, f"expected BEIR header 'query-id<TAB>corpus-id<TAB>score', got {line!r}", 1)
-                fmt = "trec"
-            if not line.strip():
+    for line_no, line in iter_input_lines(path, "qrels file"):
+        if line_no == 1 and fmt in ("auto", "beir"):
+            head = tuple(c.strip() for c in line.split("\t"))
+            if head == BEIR_QRELS_HEADER:
+                fmt = "beir"
                 continue
             if fmt == "beir":
-                cols = line.split("\t")
-                if len(cols) != 3:
-                    raise InputError(path, f"expected 3 tab-separated columns (query-id, corpus-id, score), got {len(cols)}", line_no)
-                qid, did, rel_text = (c.strip() for c in cols)
-            else:
-                cols = line.split()
-                if len(cols) != 4:
-                    raise InputError(path, f"expected 4 columns (qid iter docid rel), got {len(cols)}", line_no)
-                qid, _, did, rel_text = cols
-            if not qid or not did:
-                raise InputError(path, "empty query or document id", line_no)
-            rel = _parse_int(rel_text, path, line_no, "relevance")
-            key = (qid, did)
-            if key in seen:
-                raise InputError(path, f"duplicate judgement for query {qid!r} and document {did!r} (first on line {seen[key]})", line_no)
-            seen[key] = line_no
-            qs.append(qid)
-            ds.append(did)
-            rs.append(rel)
+                raise InputError(path, f"expected BEIR header 'query-id<TAB>corpus-id<TAB>score', got {line!r}", 1)
+            fmt = "trec"
+        if not line.strip():
+            continue
+        if fmt == "beir":
+            cols = line.split("\t")
+            if len(cols) != 3:
+                raise InputError(path, f"expected 3 tab-separated columns (query-id, corpus-id, score), got {len(cols)}", line_no)
+            qid, did, rel_text = (c.strip() for c in cols)
+        else:
+            refuse_unicode_whitespace(line, path, line_no)
+            cols = line.split()
+            if len(cols) != 4:
+                raise InputError(path, f"expected 4 columns (qid iter docid rel), got {len(cols)}", line_no)
+            qid, _, did, rel_text = cols
+        if not qid or not did:
+            raise InputError(path, "empty query or document id", line_no)
+        check_id(qid, path, line_no, "query id")
+        check_id(did, path, line_no, "document id")
+        rel = parse_trec_relevance(rel_text, path, line_no)
+        key = (qid, did)
+        if key in seen:
+            raise InputError(path, f"duplicate judgement for query {qid!r} and document {did!r} (first on line {seen[key]})", line_no)
+        seen[key] = line_no
+        qs.append(qid)
+        ds.append(did)
+        rs.append(rel)
     if not qs:
         raise InputError(path, "qrels file contains no judgements")
     return Qrels.from_arrays(qs, ds, rs, source=str(path))

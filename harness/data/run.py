@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -19,7 +18,15 @@ import numpy as np
 from harness.data.grouped import QueryGrouped
 from harness.data.ids import as_id_array, factorize_grouped, hash_ids
 from harness.errors import InputError
-from harness.io import atomic_write, open_text
+from harness.io import atomic_write
+from harness.io.readers import (
+    check_input_file,
+    parse_trec_score,
+    read_input_text,
+    refuse_unicode_whitespace,
+    scores_need_checking,
+    split_lines,
+)
 
 
 @dataclass(frozen=True)
@@ -131,27 +138,23 @@ def _check_unique_pairs(q: np.ndarray, d: np.ndarray, qcode: np.ndarray, source:
         seen.add(pair)
 
 
-def _parse_score(text: str, path, line_no: int) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise InputError(path, f"score {text!r} is not a number", line_no) from None
-    if math.isnan(value) or math.isinf(value):
-        raise InputError(path, f"score {text!r} is not finite", line_no)
-    return value
-
-
 def read_run(path: str | Path, name: str | None = None) -> Run:
     """Read a TREC run file (``qid Q0 docid rank score tag``; ``.gz`` allowed).
 
     Columns are split in one pass and converted with numpy; only when a conversion
     or the duplicate check fails is the file scanned again to name the bad line.
+    Lines end at ``\\n`` and fields are split on ASCII whitespace, as in trec_eval;
+    a line holding other whitespace (U+3000, U+00A0...) is refused, since other tools
+    would split it differently.  Scores are read as trec_eval's ``atof`` reads them
+    (:func:`~harness.io.readers.parse_trec_score`): a token atof would read only a
+    prefix of (``1_000``, ``0.5x``) is refused, and so is a non-finite score.
     """
-    path = Path(path)
-    if not path.exists():
-        raise InputError(path, "run file does not exist")
-    with open_text(path) as handle, _no_gc():
-        rows = [line.split() for line in handle.read().splitlines()]
+    path = check_input_file(path, "run file")
+    text = read_input_text(path, "run file")
+    refuse_unicode_whitespace(text, path)
+    with _no_gc():
+        rows = [line.split() for line in split_lines(text)]
+    del text
     if all(rows):
         line_nos = range(1, len(rows) + 1)
     else:                                   # blank lines: skip them, keep the real line numbers
@@ -173,15 +176,7 @@ def read_run(path: str | Path, name: str | None = None) -> Run:
                 int(text)
             except ValueError:
                 raise InputError(path, f"rank {text!r} is not an integer", line_no) from None
-    try:
-        scores = np.asarray(score_texts, dtype=np.float64)
-    except ValueError:
-        for line_no, text in zip(line_nos, score_texts):
-            _parse_score(text, path, line_no)
-        raise
-    if not np.all(np.isfinite(scores)):
-        i = int(np.flatnonzero(~np.isfinite(scores))[0])
-        raise InputError(path, f"score {score_texts[i]!r} is not finite", line_nos[i])
+    scores = _parse_scores(score_texts, path, line_nos)
     try:
         return Run.from_arrays(qs, ds, scores, name=name or tags[-1] or path.stem, source=str(path))
     except InputError as exc:
@@ -189,6 +184,25 @@ def read_run(path: str | Path, name: str | None = None) -> Run:
             raise
         _raise_duplicate_line(path, qs, ds, line_nos)
         raise
+
+
+def _parse_scores(score_texts: tuple[str, ...], path: Path, line_nos) -> np.ndarray:
+    """Scores as float64, equal to trec_eval's atof values; InputError names the first bad line.
+
+    numpy's conversion is Python's ``float``, which agrees with strtod on ASCII tokens
+    without ``_``; anything else goes token by token through the exact C grammar.
+    """
+    try:
+        scores = np.asarray(score_texts, dtype=np.float64)
+        trusted = not scores_need_checking("".join(score_texts))
+    except ValueError:
+        trusted = False
+    if not trusted:
+        scores = np.asarray([parse_trec_score(t, path, n) for n, t in zip(line_nos, score_texts)], dtype=np.float64)
+    if not np.all(np.isfinite(scores)):
+        i = int(np.flatnonzero(~np.isfinite(scores))[0])
+        parse_trec_score(score_texts[i], path, line_nos[i])       # raises with the reason
+    return scores
 
 
 @contextlib.contextmanager

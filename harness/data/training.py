@@ -10,6 +10,7 @@ from pathlib import Path
 
 from harness.data.beir import iter_jsonl
 from harness.errors import InputError
+from harness.io.readers import check_input_file
 
 
 @dataclass
@@ -42,11 +43,9 @@ def _passage_list(obj: dict, key: str, path, line_no: int, required: bool) -> li
 
 def read_training_rows(path: str | Path) -> list[TrainingRow]:
     """Read and validate a training jsonl file (``.gz`` allowed)."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError(path, "training file does not exist")
+    path = check_input_file(path, "training file")
     rows: list[TrainingRow] = []
-    for line_no, obj in iter_jsonl(path):
+    for line_no, obj in iter_jsonl(path, "training file"):
         if "query" not in obj:
             raise InputError(path, "missing field 'query'", line_no)
         query = obj["query"]

@@ -18,10 +18,11 @@ from harness.data.beir import BeirDataset, iter_jsonl, load_beir
 from harness.data.qrels import Qrels
 from harness.data.run import Run
 from harness.errors import ConfigError, InputError
+from harness.io.readers import json_id
 from harness.protocol import ProtocolCard
 from harness.results import EvaluationResult
 from suites.answers import NORMALIZER_ID, AnswerMatcher, accuracy_at_k
-from suites.base import BenchmarkSuite, LoadedBenchmark
+from harness.benchmark import CARD_OPTIONS, BenchmarkSuite, LoadedBenchmark
 
 ANSWERS_FILE = "answers.jsonl"
 _ACC = re.compile(r"^acc@(\d+)$")
@@ -87,10 +88,7 @@ def read_answers(path: str | Path) -> dict[str, dict[str, Any]]:
     path = Path(path)
     rows: dict[str, dict[str, Any]] = {}
     for line_no, obj in iter_jsonl(path):
-        qid = obj.get("_id")
-        if not isinstance(qid, (str, int)) or str(qid) == "":
-            raise InputError(path, "missing or empty '_id'", line_no)
-        qid = str(qid)
+        qid = json_id(obj, "_id", path, line_no, "query id")
         if qid in rows:
             raise InputError(path, f"duplicate answers for query {qid!r}", line_no)
         if "answers" not in obj:
@@ -151,8 +149,7 @@ def make_card(suite: str, dataset_name: str, split: str, dataset: BeirDataset, *
 
 def with_options(card: ProtocolCard, options: Mapping[str, Any]) -> ProtocolCard:
     """Apply user overrides of card fields (prompts, max lengths, top_k, metrics) from load options."""
-    allowed = ("query_prompt", "doc_prompt", "query_max_length", "doc_max_length", "top_k", "metrics",
-               "relevance_threshold")
+    allowed = CARD_OPTIONS
     changes = {k: options[k] for k in allowed if options.get(k) is not None}
     if "metrics" in changes:
         changes["metrics"] = tuple(changes["metrics"])
@@ -160,36 +157,6 @@ def with_options(card: ProtocolCard, options: Mapping[str, Any]) -> ProtocolCard
     if unknown:
         raise ConfigError(f"unknown option(s) for suite {card.suite!r}: {', '.join(unknown)}")
     return card.with_(**changes) if changes else card
-
-
-# --------------------------------------------------------------------------- statistics
-def dataset_stats(loaded: LoadedBenchmark) -> dict[str, Any]:
-    """Counts of a loaded benchmark (what ``harness data stats`` prints)."""
-    ds = loaded.dataset
-    threshold = loaded.card.relevance_threshold
-    judged = len(ds.qrels.query_list()) if len(ds.qrels) else 0
-    relevant = int((ds.qrels.relevance >= threshold).sum()) if len(ds.qrels) else 0
-    per_query = ds.qrels.num_relevant(threshold) if len(ds.qrels) else {}
-    in_file = int(loaded.meta.get("queries_in_file", len(ds.queries)))
-    stats: dict[str, Any] = {
-        "docs": None if loaded.meta.get("corpus_missing") else len(ds.corpus),
-        "queries": len(ds.queries),
-        "queries_in_file": in_file,
-        "judged_queries": judged,
-        "judged_pairs": len(ds.qrels),
-        "relevant_pairs": relevant,
-        "queries_without_judgments": in_file - judged,
-        "queries_without_relevant": sum(1 for v in per_query.values() if v == 0),
-        "mean_relevant_per_query": round(relevant / judged, 4) if judged else None,
-    }
-    if loaded.answers is not None:
-        stats["queries_with_answers"] = len(loaded.answers)
-        stats["queries_without_answers"] = in_file - len(loaded.answers)
-    for key in ("gallery_size", "candidates", "languages"):
-        if key in loaded.meta:
-            value = loaded.meta[key]
-            stats[key] = len(value) if isinstance(value, (dict, list)) and key == "candidates" else value
-    return stats
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -311,9 +278,6 @@ class BeirLayoutSuite(BenchmarkSuite):
 
     def evaluate(self, loaded: LoadedBenchmark, run: Run) -> EvaluationResult:
         return evaluate_loaded(loaded, run, answer_lang=loaded.meta.get("answer_lang", self.answer_lang))
-
-    def stats(self, loaded: LoadedBenchmark) -> dict[str, Any]:
-        return dataset_stats(loaded)
 
 
 def empty_qrels() -> Qrels:

@@ -38,9 +38,10 @@ from harness.data.beir import BeirDataset, Corpus, Queries, check_qrels_ids, ite
 from harness.data.qrels import Qrels
 from harness.data.run import Run
 from harness.errors import ConfigError, InputError
+from harness.io.readers import INT64_MAX, INT64_MIN, check_id, json_id
 from harness.retrieval.candidates import score_candidates  # noqa: F401 - part of this suite's API
 from harness.results import EvaluationResult
-from suites.base import LoadedBenchmark, register_suite
+from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
 from suites.benchmarks._common import (
     BeirLayoutSuite, evaluate_loaded, find_optional, load_beir_folder, make_card, resolve_split, with_options,
 )
@@ -92,7 +93,10 @@ def _read_parquet(files: list[Path]) -> dict[str, list]:
 
     columns: dict[str, list] = {}
     for f in files:
-        table = pq.read_table(f).to_pydict()
+        try:
+            table = pq.read_table(f).to_pydict()
+        except (OSError, ValueError) as exc:       # pyarrow's ArrowInvalid is a ValueError
+            raise InputError(f, f"not a readable parquet file ({type(exc).__name__}: {exc})") from None
         for key, values in table.items():
             columns.setdefault(key, []).extend(values)
     return columns
@@ -105,6 +109,28 @@ def _column(table: Mapping[str, list], names: tuple[str, ...], path: Path, requi
     if required:
         raise InputError(path, f"parquet file lacks column {' or '.join(names)} (has {', '.join(table)})")
     return []
+
+
+def _ids(values: list, path: Path, what: str) -> list[str]:
+    """Parquet id cells as strings: str kept, int converted exactly; anything else refused."""
+    out = []
+    for row, value in enumerate(values, start=1):
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise InputError(path, f"{what} in row {row} must be a string or an integer, got {value!r}")
+        out.append(check_id(str(value), path, None, f"{what} in row {row}"))
+    return out
+
+
+def _labels(values: list, path: Path) -> list[int]:
+    """Relevance cells: integers (or integral floats); NaN, None, 2.5 and strings are refused."""
+    out = []
+    for row, value in enumerate(values, start=1):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or not INT64_MIN <= value <= INT64_MAX:
+            raise InputError(path, f"score in row {row} must be an integer label, got {value!r}")
+        out.append(value)
+    return out
 
 
 def is_hub_layout(root: Path) -> bool:
@@ -120,24 +146,27 @@ def load_hub_layout(root: Path, split: str) -> tuple[BeirDataset, dict[str, list
         if not paths[kind]:
             raise InputError(root / kind, f"no {kind} parquet files for split {split!r}")
     c = _read_parquet(paths["corpus"])
-    ids = [str(x) for x in _column(c, ("id", "_id"), paths["corpus"][0])]
+    ids = _ids(_column(c, ("id", "_id"), paths["corpus"][0]), paths["corpus"][0], "document id")
     texts = _column(c, ("text",), paths["corpus"][0])
     titles = _column(c, ("title",), paths["corpus"][0], required=False) or [""] * len(ids)
     corpus = Corpus(ids, [t or "" for t in titles], [t or "" for t in texts], source=str(root / "corpus"))
     q = _read_parquet(paths["queries"])
-    queries = Queries([str(x) for x in _column(q, ("id", "_id"), paths["queries"][0])],
+    queries = Queries(_ids(_column(q, ("id", "_id"), paths["queries"][0]), paths["queries"][0], "query id"),
                       _column(q, ("text",), paths["queries"][0]), source=str(root / "queries"))
     r = _read_parquet(paths["qrels"])
-    qrels = Qrels.from_arrays([str(x) for x in _column(r, ("query-id",), paths["qrels"][0])],
-                              [str(x) for x in _column(r, ("corpus-id",), paths["qrels"][0])],
-                              [int(x) for x in _column(r, ("score",), paths["qrels"][0])], source=str(paths["qrels"][0]))
+    qrels_file = paths["qrels"][0]
+    qrels = Qrels.from_arrays(_ids(_column(r, ("query-id",), qrels_file), qrels_file, "query-id"),
+                              _ids(_column(r, ("corpus-id",), qrels_file), qrels_file, "corpus-id"),
+                              _labels(_column(r, ("score",), qrels_file), qrels_file), source=str(qrels_file))
     check_qrels_ids(qrels, queries.ids, corpus.ids, paths["qrels"][0])
     candidates = None
     if paths["top_ranked"]:
         t = _read_parquet(paths["top_ranked"])
-        candidates = {str(qid): [str(d) for d in docs] for qid, docs in
-                      zip(_column(t, ("query-id",), paths["top_ranked"][0]),
-                          _column(t, ("corpus-ids",), paths["top_ranked"][0]))}
+        top_file = paths["top_ranked"][0]
+        qids = _ids(_column(t, ("query-id",), top_file), top_file, "query-id")
+        lists = _column(t, ("corpus-ids",), top_file)
+        candidates = {qid: _ids(list(docs or []), top_file, f"corpus-ids of query {qid!r}")
+                      for qid, docs in zip(qids, lists)}
     judged = set(qrels.query_list())
     return BeirDataset(corpus, queries.subset(judged), qrels, root, split), candidates, len(queries)
 
@@ -146,12 +175,13 @@ def read_top_ranked(path: Path) -> dict[str, list[str]]:
     """Read ``top_ranked.jsonl`` rows ``{"query-id": ..., "corpus-ids": [...]}``."""
     out: dict[str, list[str]] = {}
     for line_no, obj in iter_jsonl(path):
-        qid, docs = obj.get("query-id"), obj.get("corpus-ids")
-        if qid is None or not isinstance(docs, list) or not docs:
+        docs = obj.get("corpus-ids")
+        if "query-id" not in obj or not isinstance(docs, list) or not docs:
             raise InputError(path, "expected {'query-id': ..., 'corpus-ids': [non-empty list]}", line_no)
-        if str(qid) in out:
+        qid = json_id(obj, "query-id", path, line_no, "query id")
+        if qid in out:
             raise InputError(path, f"duplicate candidates for query {qid!r}", line_no)
-        out[str(qid)] = [str(d) for d in docs]
+        out[qid] = [json_id({"corpus-ids": d}, "corpus-ids", path, line_no, "document id") for d in docs]
     return out
 
 
@@ -196,6 +226,7 @@ class CmtebSuite(BeirLayoutSuite):
     """C-MTEB retrieval and reranking tasks (and Chinese BEIR-layout folders)."""
 
     description = "C-MTEB: 8 retrieval tasks (nDCG@10) and 4 reranking tasks (MAP), mteb task definitions"
+    options = (SuiteOption("language", str, "zh", "language of the BM25 analyzer"),)
     answer_lang = "zh"
 
     def datasets(self) -> list[str]:

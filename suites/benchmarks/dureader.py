@@ -39,8 +39,8 @@ import numpy as np
 from harness.data.beir import BeirDataset, Corpus, Queries, iter_jsonl, read_corpus
 from harness.data.qrels import Qrels
 from harness.errors import ConfigError, InputError
-from harness.io import open_text
-from suites.base import LoadedBenchmark, register_suite
+from harness.io.readers import check_id, iter_input_lines, json_id, read_input_text
+from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
 from suites.benchmarks._common import BeirLayoutSuite, find_optional, load_beir_folder, make_card, resolve_split, \
     with_options
 
@@ -61,27 +61,30 @@ def read_dev_json(path: str | Path) -> tuple[Queries, Qrels, dict[str, str]]:
     seen: set[str] = set()
     pairs: set[tuple[str, str]] = set()
     for line_no, obj in iter_jsonl(path):
-        qid, question, paras = obj.get("question_id"), obj.get("question"), obj.get("answer_paragraphs")
-        if not qid or not isinstance(question, str) or not question.strip():
+        qid = json_id(obj, "question_id", path, line_no, "question id")
+        question, paras = obj.get("question"), obj.get("answer_paragraphs")
+        if not isinstance(question, str) or not question.strip():
             raise InputError(path, "expected non-empty 'question_id' and 'question'", line_no)
         if not isinstance(paras, list):
             raise InputError(path, "'answer_paragraphs' must be a list", line_no)
-        qid = str(qid)
         if qid in seen:
             raise InputError(path, f"duplicate question_id {qid!r}", line_no)
         seen.add(qid)
         ids.append(qid)
         texts.append(question)
         for para in paras:
-            pid = para.get("paragraph_id") if isinstance(para, dict) else None
-            if not pid:
+            if not isinstance(para, dict) or "paragraph_id" not in para:
                 raise InputError(path, "answer paragraph without 'paragraph_id'", line_no)
-            if (qid, str(pid)) not in pairs:
-                pairs.add((qid, str(pid)))
+            pid = json_id(para, "paragraph_id", path, line_no, "paragraph id")
+            if (qid, pid) not in pairs:
+                pairs.add((qid, pid))
                 qs.append(qid)
-                ds.append(str(pid))
-            if para.get("paragraph_text"):
-                positives.setdefault(str(pid), para["paragraph_text"])
+                ds.append(pid)
+            text = para.get("paragraph_text")
+            if text is not None and not isinstance(text, str):
+                raise InputError(path, f"'paragraph_text' must be a string, got {type(text).__name__}", line_no)
+            if text:
+                positives.setdefault(pid, text)
     if not ids:
         raise InputError(path, "no dev questions")
     return Queries(ids, texts, source=str(path)), Qrels.from_arrays(qs, ds, [1] * len(qs), source=str(path)), positives
@@ -93,8 +96,14 @@ def read_passage_collection(folder: str | Path) -> Corpus:
     map_file = folder / "passage2id.map.json"
     if not map_file.exists():
         raise InputError(map_file, "passage id map not found")
-    with open_text(map_file) as handle:
-        id_map = json.load(handle)
+    try:
+        id_map = json.loads(read_input_text(map_file, "passage id map"))
+    except json.JSONDecodeError as exc:
+        raise InputError(map_file, f"malformed JSON ({exc.msg} at column {exc.colno})", exc.lineno) from None
+    except (RecursionError, ValueError) as exc:
+        raise InputError(map_file, f"malformed JSON ({type(exc).__name__}: {exc})") from None
+    if not isinstance(id_map, dict):
+        raise InputError(map_file, f"expected a JSON object (row number -> passage id), got {type(id_map).__name__}")
     ids: list[str] = []
     texts: list[str] = []
     row = 0
@@ -102,17 +111,18 @@ def read_passage_collection(folder: str | Path) -> Corpus:
     if not parts:
         raise InputError(folder, "no passage-collection part-* files")
     for part in parts:
-        with open_text(part) as handle:
-            for line_no, raw in enumerate(handle, start=1):
-                cols = raw.rstrip("\r\n").split("\t")
-                if len(cols) < 3:
-                    raise InputError(part, f"expected at least 3 tab-separated columns, got {len(cols)}", line_no)
-                pid = id_map.get(str(row))
-                if pid is None:
-                    raise InputError(map_file, f"no passage id for collection row {row} ({part.name}:{line_no})")
-                ids.append(str(pid))
-                texts.append(cols[2])
-                row += 1
+        for line_no, line in iter_input_lines(part, "passage collection file"):
+            cols = line.split("\t")
+            if len(cols) < 3:
+                raise InputError(part, f"expected at least 3 tab-separated columns, got {len(cols)}", line_no)
+            pid = id_map.get(str(row))
+            if pid is None:
+                raise InputError(map_file, f"no passage id for collection row {row} ({part.name}:{line_no})")
+            if isinstance(pid, bool) or not isinstance(pid, (str, int)):
+                raise InputError(map_file, f"passage id of row {row} must be a string or an integer, got {pid!r}")
+            ids.append(check_id(str(pid), map_file, None, f"passage id of row {row}"))
+            texts.append(cols[2])
+            row += 1
     return Corpus(ids, [""] * len(ids), texts, source=str(folder))
 
 
@@ -137,6 +147,11 @@ class DuReaderSuite(BeirLayoutSuite):
     """DuReader-Retrieval dev (full gallery or paper 002's 200k sub-gallery), and BEIR-layout folders."""
 
     description = "DuReader-Retrieval: dev, MRR@10, Recall@1/@50 (hit rate); full or 200k sub-gallery"
+    options = (SuiteOption("gallery", str, "full", "full gallery or paper 002's sampled sub-gallery",
+                           choices=GALLERIES),
+               SuiteOption("gallery_size", int, DEFAULT_GALLERY_SIZE, "passages in the sub-gallery"),
+               SuiteOption("seed", int, DEFAULT_SEED, "seed of the sub-gallery sample"),
+               SuiteOption("language", str, "zh", "language of the BM25 analyzer"))
     answer_lang = "zh"
 
     def datasets(self) -> list[str]:

@@ -29,13 +29,13 @@ from typing import Any
 from harness.data.beir import BeirDataset, Corpus, Queries, check_qrels_ids, iter_jsonl
 from harness.data.qrels import Qrels, read_qrels
 from harness.errors import ConfigError, InputError
-from harness.io import open_text
-from suites.base import LoadedBenchmark, register_suite
+from harness.io.readers import check_id, iter_input_lines
+from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
 from suites.benchmarks._common import BeirLayoutSuite, find_optional, load_beir_folder, make_card, resolve_split, \
     with_options
 from suites.groupings import MIRACL_LANGUAGES
 
-DOCID = re.compile(r"^\d+#\d+$")
+DOCID = re.compile(r"\d+#\d+", re.ASCII)      # used with fullmatch: no trailing newline, ASCII digits
 METRICS = ("ndcg@10", "recall@100")
 PROTOCOL_SPLIT = "dev"
 HF_BASE_URL = "https://huggingface.co/datasets/miracl"
@@ -67,22 +67,21 @@ def read_topics(path: str | Path) -> Queries:
     ids: list[str] = []
     texts: list[str] = []
     first: dict[str, int] = {}
-    with open_text(path) as handle:
-        for line_no, raw in enumerate(handle, start=1):
-            line = raw.rstrip("\r\n")
-            if not line.strip():
-                continue
-            cols = line.split("\t")
-            if len(cols) != 2:
-                raise InputError(path, f"expected 2 tab-separated columns (qid, query), got {len(cols)}", line_no)
-            qid, text = cols[0].strip(), cols[1].strip()
-            if not qid or not text:
-                raise InputError(path, "empty query id or text", line_no)
-            if qid in first:
-                raise InputError(path, f"duplicate query id {qid!r} (first on line {first[qid]})", line_no)
-            first[qid] = line_no
-            ids.append(qid)
-            texts.append(text)
+    for line_no, line in iter_input_lines(path, "topics file"):
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) != 2:
+            raise InputError(path, f"expected 2 tab-separated columns (qid, query), got {len(cols)}", line_no)
+        qid, text = cols[0].strip(), cols[1].strip()
+        if not qid or not text:
+            raise InputError(path, "empty query id or text", line_no)
+        check_id(qid, path, line_no, "query id")
+        if qid in first:
+            raise InputError(path, f"duplicate query id {qid!r} (first on line {first[qid]})", line_no)
+        first[qid] = line_no
+        ids.append(qid)
+        texts.append(text)
     if not ids:
         raise InputError(path, "no topics")
     return Queries(ids, texts, source=str(path))
@@ -91,11 +90,10 @@ def read_topics(path: str | Path) -> Queries:
 def read_release_qrels(path: str | Path) -> Qrels:
     """Read MIRACL TREC qrels, checking that every document id is ``<wikiid>#<n>``."""
     path = Path(path)
-    with open_text(path) as handle:
-        for line_no, raw in enumerate(handle, start=1):
-            cols = raw.split()
-            if len(cols) == 4 and not DOCID.match(cols[2]):
-                raise InputError(path, f"document id {cols[2]!r} is not a MIRACL passage id '<wikiid>#<n>'", line_no)
+    for line_no, raw in iter_input_lines(path, "qrels file"):
+        cols = raw.split()
+        if len(cols) == 4 and not DOCID.fullmatch(cols[2]):
+            raise InputError(path, f"document id {cols[2]!r} is not a MIRACL passage id '<wikiid>#<n>'", line_no)
     return read_qrels(path, fmt="trec")
 
 
@@ -108,16 +106,19 @@ def read_release_corpus(paths: list[Path]) -> Corpus:
     for path in paths:
         for line_no, obj in iter_jsonl(path):
             docid = obj.get("docid")
-            if not isinstance(docid, str) or not DOCID.match(docid):
+            if not isinstance(docid, str) or not DOCID.fullmatch(docid):
                 raise InputError(path, f"missing or malformed 'docid' {docid!r} (expected '<wikiid>#<n>')", line_no)
             text = obj.get("text")
             if not isinstance(text, str):
                 raise InputError(path, "missing field 'text'", line_no)
+            title = obj.get("title") or ""
+            if not isinstance(title, str):
+                raise InputError(path, f"field 'title' must be a string, got {type(title).__name__}", line_no)
             if docid in seen:
                 raise InputError(path, f"duplicate document id {docid!r}", line_no)
             seen.add(docid)
             ids.append(docid)
-            titles.append(obj.get("title") or "")
+            titles.append(title)
             texts.append(text)
     if not ids:
         raise InputError(paths[0] if paths else "<corpus>", "MIRACL corpus contains no passages")
@@ -159,6 +160,9 @@ class MiraclSuite(BeirLayoutSuite):
     """MIRACL per language, from the release files or a BEIR-layout folder."""
 
     description = "MIRACL: 18 languages, dev split, nDCG@10 and Recall@100 (trec_eval -c), BM25 per language"
+    options = (SuiteOption("language", str, None, "language code (default: from the dataset or folder name)"),
+               SuiteOption("require_corpus", bool, True, "refuse release topics without the passage corpus"))
+    stats_options = {"require_corpus": False}   # counting queries and judgements needs no corpus
 
     def datasets(self) -> list[str]:
         return list(MIRACL_LANGUAGES)

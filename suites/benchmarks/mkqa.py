@@ -34,8 +34,9 @@ from typing import Any
 
 from harness.data.beir import BeirDataset, Queries, iter_jsonl, read_corpus
 from harness.errors import ConfigError, InputError
+from harness.io.readers import json_id
 from suites.answers import NORMALIZER_ID
-from suites.base import LoadedBenchmark, register_suite
+from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
 from suites.benchmarks._common import (
     ANSWERS_FILE, BeirLayoutSuite, empty_qrels, find_optional, load_beir_folder, make_card, qrels_splits, read_answers,
     resolve_split, select_answers, with_options,
@@ -66,7 +67,7 @@ def read_mkqa(path: str | Path) -> list[MkqaExample]:
         for key in ("example_id", "queries", "answers"):
             if key not in obj:
                 raise InputError(path, f"missing field {key!r}", line_no)
-        example_id = str(obj["example_id"])
+        example_id = json_id(obj, "example_id", path, line_no, "example id")   # an integer in the release
         if example_id in seen:
             raise InputError(path, f"duplicate example_id {example_id} (first on line {seen[example_id]})", line_no)
         seen[example_id] = line_no
@@ -116,6 +117,7 @@ class MkqaSuite(BeirLayoutSuite):
     """MKQA-style cross-lingual retrieval scored by answer containment."""
 
     description = "MKQA: 25 query languages -> English passages; Acc@10/Acc@100 by answer containment"
+    options = (SuiteOption("language", str, None, "query language (default: from the dataset or folder name)"),)
 
     def datasets(self) -> list[str]:
         return list(MKQA_QUERY_LANGUAGES)

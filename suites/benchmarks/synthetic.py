@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError, InputError
-from suites.base import LoadedBenchmark, register_suite
+from harness.io.readers import read_input_text
+from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
 from suites.benchmarks._common import (
     ANSWERS_FILE, BeirLayoutSuite, find_optional, load_beir_folder, make_card, read_answers, resolve_split,
     select_answers, with_options,
@@ -41,9 +42,11 @@ def _domain_metadata(world: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_input_text(path, "metadata file"))
     except json.JSONDecodeError as exc:
         raise InputError(path, f"malformed JSON ({exc.msg})", exc.lineno) from None
+    except (RecursionError, ValueError) as exc:
+        raise InputError(path, f"malformed JSON ({type(exc).__name__}: {exc})") from None
 
 
 @register_suite("synthetic")
@@ -51,6 +54,7 @@ class SyntheticSuite(BeirLayoutSuite):
     """Evaluation sets of the synthetic world (one per domain)."""
 
     description = "Synthetic world: per-domain BEIR-layout eval sets; nDCG@10, Recall@100, Acc@10"
+    options = (SuiteOption("language", str, None, "language of the BM25 analyzer (default: the world's)"),)
     answer_lang = "und"
 
     def load(self, dataset_dir: str | Path, *, dataset: str | None = None, split: str | None = None,
