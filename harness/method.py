@@ -35,8 +35,6 @@ this order, with a :class:`harness.train.context.TrainContext` ``ctx``:
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
@@ -45,6 +43,7 @@ import numpy as np
 
 from harness.errors import ConfigError
 from harness.keys import content_key, train_run_config
+from harness.registry import Registry
 from harness.train.result import Checkpoint
 
 if TYPE_CHECKING:  # imported lazily: listing methods must not import torch
@@ -192,40 +191,29 @@ class Method:
 
 
 # ---------------------------------------------------------------------- registry
-_REGISTRY: dict[str, type[Method]] = {}
+def _set_name(name: str, cls: type[Method]) -> None:
+    cls.name = name
+
+
+# Built-ins by module name (a string, not an import: the engine does not depend on its plug-ins);
+# other packages add methods through the ``retrieval_harness.methods`` entry point group.
+METHODS: Registry[type[Method]] = Registry(
+    "method", builtins=("methods",),
+    check=lambda obj: isinstance(obj, type) and issubclass(obj, Method), on_register=_set_name)
 
 
 def register_method(name: str) -> Callable[[type[Method]], type[Method]]:
     """Class decorator: ``@register_method("uniform")``."""
-
-    def deco(cls: type[Method]) -> type[Method]:
-        if name in _REGISTRY and _REGISTRY[name] is not cls:
-            raise ConfigError(f"method name {name!r} is registered twice ({_REGISTRY[name].__module__}, {cls.__module__})")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return deco
-
-
-def _load_builtin_methods() -> None:
-    # By name, not by a static import: the engine does not depend on its plug-ins.
-    package = importlib.import_module("methods")
-    for info in pkgutil.iter_modules(package.__path__):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"methods.{info.name}")
+    return METHODS.decorator(name)
 
 
 def get_method(name: str) -> Method:
-    """A fresh instance of the method registered as ``name``."""
-    if name not in _REGISTRY:
-        _load_builtin_methods()
-    try:
-        return _REGISTRY[name]()
-    except KeyError:
-        raise ConfigError(f"unknown method {name!r}; methods: {', '.join(list_methods()) or '(none)'}") from None
+    """A fresh instance of the method registered as ``name`` (or of a ``package.module:Class`` reference)."""
+    cls = METHODS.get(name)
+    if ":" in name and "name" not in vars(cls):
+        cls.name = name
+    return cls()
 
 
 def list_methods() -> list[str]:
-    _load_builtin_methods()
-    return sorted(_REGISTRY)
+    return sorted(METHODS.names())

@@ -24,7 +24,7 @@ from harness.errors import ConfigError
 from harness.protocol import ProtocolCard
 from harness.results import EvaluationResult
 from harness.store import StoredResult, load_result, write_result
-from suites.base import LoadedBenchmark, get_suite
+from harness.benchmark import LoadedBenchmark, get_suite
 
 log = logging.getLogger("harness.pipeline")
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from harness.ablation.resolve import require_resolved, resolve_path
 from harness.ablation.spec import BenchmarkRef
-from suites.base import LoadedBenchmark, get_suite
+from harness.benchmark import LoadedBenchmark, get_suite
 
 SUBSET_SEED = 20240521
 

@@ -30,7 +30,7 @@ from harness.errors import ConfigError
 from harness.io import atomic_write_json, atomic_write_text
 from harness.protocol import assert_comparable
 from harness.store import is_result_dir, load_result
-from suites.base import LoadedBenchmark
+from harness.benchmark import LoadedBenchmark
 
 log = logging.getLogger("harness.ablation")
 

@@ -1,8 +1,9 @@
 """``harness data``: dataset statistics under a suite's protocol, and verified downloads.
 
-``harness data stats --suite SUITE --dataset-dir DIR [--format json|table]`` prints the
-counts of what the suite loads (documents, queries, judged pairs, queries without
-judgements, mean relevant documents per query, ...) and the protocol card.
+``harness data stats --suite SUITE --dataset-dir DIR [--option KEY=VALUE] [--format json|table]``
+prints what the suite's ``stats()`` counts (documents, queries, judged pairs, queries without
+judgements, mean relevant documents per query, ...) and the protocol card.  Load options are
+parsed by the suite's declared option schema; nothing here knows a particular suite.
 
 ``harness data download --suite S --dataset D [--cache DIR] [--base-url URL]`` fetches
 a dataset from its official location, verifies its checksum and caches it atomically
@@ -24,21 +25,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     s = actions.add_parser("stats", help="counts and protocol card of a dataset folder under a suite",
                            description="Load DIR under SUITE's protocol and print its counts and protocol card.")
-    s.add_argument("--suite", default="beir", help="beir, miracl, mkqa, cmteb, dureader, synthetic (default: beir)")
+    s.add_argument("--suite", default="beir", help=suite_help("default: beir"))
     s.add_argument("--dataset-dir", required=True, type=Path, help="dataset folder (BEIR layout or release format)")
     s.add_argument("--dataset", default=None, help="dataset/task/language name within the suite")
     s.add_argument("--split", default=None, help="qrels split (default: the only one, else the suite's)")
-    s.add_argument("--language", default=None, help="language code (MIRACL, MKQA)")
-    s.add_argument("--gallery", choices=("full", "sub200k"), default=None, help="DuReader gallery protocol")
-    s.add_argument("--gallery-size", type=int, default=None, help="DuReader sub-gallery size (default 200000)")
-    s.add_argument("--seed", type=int, default=None, help="DuReader sub-gallery seed (default 42)")
+    s.add_argument("--language", default=None, help="language code (shortcut for --option language=CODE)")
+    s.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a load option the suite declares (repeatable), e.g. --option gallery=sub200k for "
+                        "DuReader; `harness list suites --options` shows every suite's options")
     s.add_argument("--format", choices=("json", "table"), default="table")
     s.set_defaults(func=run_stats)
 
     d = actions.add_parser("download", help="download, verify and cache a benchmark dataset",
                            description="Fetch a dataset from its official public location (or --base-url), verify "
                                        "its checksum and cache it atomically; prints the cached folder.")
-    d.add_argument("--suite", required=True, help="beir, miracl, mkqa, cmteb or dureader")
+    d.add_argument("--suite", required=True, help="beir, miracl, mkqa, cmteb or dureader (the suites with "
+                                                  "official downloads)")
     d.add_argument("--dataset", default=None, help="BEIR name, MIRACL language, C-MTEB task")
     d.add_argument("--cache", type=Path, default=None, help="cache root (default: $HARNESS_DATA or "
                                                             "~/.cache/retrieval-harness/data)")
@@ -48,23 +50,37 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.set_defaults(func=run_download)
 
 
+def suite_help(default: str) -> str:
+    """``--suite`` help built from the suite registry (built-ins and installed plug-ins)."""
+    from harness.benchmark import list_suites
+
+    return f"benchmark suite: {', '.join(list_suites())}, or package.module:Class ({default})"
+
+
+def parse_option_items(items: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` strings -> {key: value}; the suite's option schema converts the values."""
+    from harness.errors import ConfigError
+
+    options: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--option expects KEY=VALUE, got {item!r}")
+        options[key.strip().replace("-", "_")] = value
+    return options
+
+
 def stats_report(args: argparse.Namespace) -> dict[str, Any]:
-    from suites.base import get_suite
+    from harness.benchmark import get_suite
 
     suite = get_suite(args.suite)
-    options: dict[str, Any] = {}
-    for key in ("language", "gallery", "gallery_size", "seed"):
-        value = getattr(args, key, None)
-        if value is not None:
-            options[key] = value
-    if args.suite == "miracl":
-        options["require_corpus"] = False
+    raw = parse_option_items(args.option)
+    if args.language is not None:
+        raw["language"] = args.language
+    options = {**suite.stats_options, **suite.parse_options(raw)}
     loaded = suite.load(args.dataset_dir, dataset=args.dataset, split=args.split, **options)
-    stats = getattr(suite, "stats", None)
-    if stats is None:
-        from suites.benchmarks._common import dataset_stats as stats
     return {"suite": args.suite, "dataset": loaded.name, "path": str(args.dataset_dir), "split": loaded.dataset.split,
-            "counts": stats(loaded), "card": loaded.card.to_dict()}
+            "counts": suite.stats(loaded), "card": loaded.card.to_dict()}
 
 
 def run_stats(args: argparse.Namespace) -> int:

@@ -57,14 +57,19 @@ Protocol options
     ``complete``.  All three, the metric list and the query counts are recorded
     in ``EvaluationResult.options``.
 
+Registry: the metric families live in :data:`METRICS` (a :class:`harness.registry.Registry`);
+a plug-in adds one with :func:`register_metric` or the ``retrieval_harness.metrics`` entry
+point group, and ``harness list metrics`` lists them.
+
 Layout: one metric per module (``ndcg.py``, ``recall.py``, ...), all reducing
 the columnar :class:`~harness.metrics.judged.JudgedRun` that
 :func:`~harness.metrics.judged.align` builds once per evaluation.
 """
 from harness.metrics.evaluation import evaluate
 from harness.metrics.judged import JudgedRun, align
-from harness.metrics.names import Metric, parse_metric, parse_metrics
+from harness.metrics.names import METRICS, Metric, MetricKind, parse_metric, parse_metrics, register_metric
 
 DEFAULT_METRICS = ("ndcg@10", "recall@100", "mrr@10", "map", "p@10", "success@10")
 
-__all__ = ["DEFAULT_METRICS", "JudgedRun", "Metric", "align", "evaluate", "parse_metric", "parse_metrics"]
+__all__ = ["DEFAULT_METRICS", "METRICS", "JudgedRun", "Metric", "MetricKind", "align", "evaluate", "parse_metric",
+           "parse_metrics", "register_metric"]

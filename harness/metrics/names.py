@@ -24,28 +24,60 @@ from harness.metrics.r_precision import r_precision
 from harness.metrics.recall import recall
 from harness.metrics.reciprocal_rank import reciprocal_rank
 from harness.metrics.success import success
+from harness.registry import Registry
 
 # How each metric treats a cutoff: "required", "optional" or "none".
 _CUTOFF_REQUIRED, _CUTOFF_OPTIONAL, _CUTOFF_NONE = "required", "optional", "none"
 
 
 @dataclass(frozen=True)
-class _Kind:
+class MetricKind:
+    """A metric family: its per-query function ``compute(judged, cutoff)`` and how it takes a cutoff."""
+
     compute: Callable[[JudgedRun, int | None], np.ndarray]
-    cutoff: str
-    trec_eval: str            # trec_eval measure name; "{k}" is replaced by the cutoff
-    trec_eval_cut: str | None
+    cutoff: str                # "required", "optional" or "none"
+    trec_eval: str = ""        # trec_eval measure name without a cutoff ("" if none)
+    trec_eval_cut: str | None = None   # with a cutoff; "{k}" is replaced by the cutoff
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.cutoff not in (_CUTOFF_REQUIRED, _CUTOFF_OPTIONAL, _CUTOFF_NONE):
+            raise ConfigError(f"metric kind {self.compute.__name__}: cutoff must be required, optional or none, "
+                              f"got {self.cutoff!r}")
+
+    @property
+    def origin(self) -> Callable:
+        """The definition the registry names when two metrics claim one name."""
+        return self.compute
 
 
-_KINDS: dict[str, _Kind] = {
-    "ndcg": _Kind(ndcg, _CUTOFF_OPTIONAL, "ndcg", "ndcg_cut_{k}"),
-    "recall": _Kind(recall, _CUTOFF_REQUIRED, "", "recall_{k}"),
-    "p": _Kind(precision, _CUTOFF_REQUIRED, "", "P_{k}"),
-    "mrr": _Kind(reciprocal_rank, _CUTOFF_OPTIONAL, "recip_rank", None),
-    "map": _Kind(average_precision, _CUTOFF_OPTIONAL, "map", "map_cut_{k}"),
-    "success": _Kind(success, _CUTOFF_REQUIRED, "", "success_{k}"),
-    "r-prec": _Kind(r_precision, _CUTOFF_NONE, "Rprec", None),
-}
+# Built-in metrics are registered here; other packages add theirs through the
+# ``retrieval_harness.metrics`` entry point group (name = a MetricKind object).
+METRICS: Registry[MetricKind] = Registry("metric", check=lambda obj: isinstance(obj, MetricKind))
+
+for _name, _kind in {
+    "ndcg": MetricKind(ndcg, _CUTOFF_OPTIONAL, "ndcg", "ndcg_cut_{k}", "nDCG (trec_eval ndcg / ndcg_cut.k)"),
+    "recall": MetricKind(recall, _CUTOFF_REQUIRED, "", "recall_{k}", "recall@k: relevant in top k / R"),
+    "p": MetricKind(precision, _CUTOFF_REQUIRED, "", "P_{k}", "precision@k: relevant in top k / k"),
+    "mrr": MetricKind(reciprocal_rank, _CUTOFF_OPTIONAL, "recip_rank", None,
+                      "reciprocal rank of the first relevant document (optionally cut at k)"),
+    "map": MetricKind(average_precision, _CUTOFF_OPTIONAL, "map", "map_cut_{k}", "mean average precision"),
+    "success": MetricKind(success, _CUTOFF_REQUIRED, "", "success_{k}", "1 if a relevant document is in the top k"),
+    "r-prec": MetricKind(r_precision, _CUTOFF_NONE, "Rprec", None, "R-precision: relevant in the top R / R"),
+}.items():
+    METRICS.register(_name, _kind)
+
+
+def register_metric(name: str, kind: MetricKind) -> MetricKind:
+    """Add a metric family under ``name`` (e.g. from a plug-in package)."""
+    return METRICS.register(name, kind)
+
+
+def known_metrics() -> str:
+    """The metric names for error messages, with their cutoff rule (``ndcg[@k], recall@k, ...``)."""
+    shown = {_CUTOFF_REQUIRED: "{}@k", _CUTOFF_OPTIONAL: "{}[@k]", _CUTOFF_NONE: "{}"}
+    return ", ".join(shown[METRICS.get(n).cutoff].format(n) for n in METRICS.names())
+
 
 # Accepted spellings (lower-cased) -> canonical metric.  Names listed in
 # _NEED_CUTOFF are trec_eval's cut measures, which make no sense without one.
@@ -62,9 +94,6 @@ _NEED_CUTOFF = {"ndcg_cut", "map_cut"}
 
 _PATTERN = re.compile(r"^(?P<name>[a-z][a-z_\-]*?)(?:[@_.](?P<cutoff>[0-9]+))?$")
 
-KNOWN = "ndcg[@k], recall@k, p@k, mrr[@k], map[@k], success@k, r-prec"
-
-
 @dataclass(frozen=True)
 class Metric:
     """A metric and its cutoff, e.g. ``Metric("ndcg", 10)``; ``str()`` gives the canonical name."""
@@ -73,9 +102,7 @@ class Metric:
     cutoff: int | None = None
 
     def __post_init__(self) -> None:
-        kind = _KINDS.get(self.name)
-        if kind is None:
-            raise ConfigError(f"unknown metric {self.name!r}; known metrics: {KNOWN}")
+        kind = METRICS.get(self.name)
         cutoff = self.cutoff
         if cutoff is not None and (isinstance(cutoff, bool) or not isinstance(cutoff, (int, np.integer))):
             raise ConfigError(f"metric {self.name!r}: cutoff must be an integer, got {self.cutoff!r}")
@@ -94,13 +121,13 @@ class Metric:
     @property
     def trec_eval_name(self) -> str | None:
         """The trec_eval measure this equals (``ndcg_cut_10``), or None (``mrr@k`` has none)."""
-        kind = _KINDS[self.name]
+        kind = METRICS.get(self.name)
         template = kind.trec_eval if self.cutoff is None else kind.trec_eval_cut
         return template.format(k=self.cutoff) if template else None
 
     def compute(self, judged: JudgedRun) -> np.ndarray:
         """Per-query values, aligned with ``judged.query_ids``."""
-        return _KINDS[self.name].compute(judged, self.cutoff)
+        return METRICS.get(self.name).compute(judged, self.cutoff)
 
 
 def parse_metric(text: str | Metric) -> Metric:
@@ -114,13 +141,16 @@ def parse_metric(text: str | Metric) -> Metric:
         raise ConfigError(f"metric name must be a string, got {text!r}")
     match = _PATTERN.match(text.strip().lower())
     alias = match.group("name") if match else None
-    if alias not in _ALIASES:
-        raise ConfigError(f"unknown metric {text!r}; known metrics: {KNOWN}")
+    canonical = _ALIASES.get(alias) if alias is not None else None
+    if canonical is None and alias is not None and alias in METRICS:
+        canonical = alias   # a metric a plug-in registered under its own name
+    if canonical is None:
+        raise ConfigError(f"unknown metric {text!r}; known metrics: {known_metrics()}")
     cutoff_text = match.group("cutoff")
     if cutoff_text is None and alias in _NEED_CUTOFF:
         raise ConfigError(f"metric {text!r} needs a cutoff, e.g. {alias}.10")
     try:
-        return Metric(_ALIASES[alias], int(cutoff_text) if cutoff_text is not None else None)
+        return Metric(canonical, int(cutoff_text) if cutoff_text is not None else None)
     except ConfigError as exc:
         raise ConfigError(f"bad metric {text!r}: {exc}") from None
 

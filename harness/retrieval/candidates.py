@@ -13,7 +13,7 @@ from harness.data.run import Run
 from harness.errors import InputError
 
 if TYPE_CHECKING:
-    from suites.base import LoadedBenchmark
+    from harness.benchmark import LoadedBenchmark
 
 
 def score_candidates(encoder, loaded: "LoadedBenchmark", batch_size: int | None = None) -> Run:

@@ -2,5 +2,5 @@
 
 ``beir``, ``miracl``, ``mkqa``, ``cmteb``, ``dureader`` and ``synthetic``; each loads
 its release format and any BEIR-layout folder, and attaches its protocol card.
-Use :func:`suites.base.get_suite` rather than importing these modules directly.
+Use :func:`harness.benchmark.get_suite` rather than importing these modules directly.
 """

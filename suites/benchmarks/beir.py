@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError, InputError
-from suites.base import LoadedBenchmark, register_suite
+from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
 from suites.benchmarks._common import (
     ANSWERS_FILE, BeirLayoutSuite, find_optional, load_beir_folder, make_card, read_answers, resolve_split,
     select_answers, with_options,
@@ -94,6 +94,7 @@ class BeirSuite(BeirLayoutSuite):
     """BEIR datasets (and any BEIR-layout folder) under the BEIR protocol."""
 
     description = "BEIR: 18 zero-shot sets + MS MARCO dev; nDCG@10, Recall@100; ArguAna/Quora drop query==doc"
+    options = (SuiteOption("language", str, "en", "language of the BM25 analyzer"),)
 
     def datasets(self) -> list[str]:
         return list(BEIR_ALL)

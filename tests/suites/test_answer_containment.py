@@ -152,7 +152,7 @@ def test_english_containment_agrees_with_dpr_rule(shared_data):
     regex = pytest.importorskip("regex")
     import unicodedata
 
-    from suites.base import get_suite
+    from harness.benchmark import get_suite
 
     token = regex.compile(r"[\p{L}\p{N}\p{M}]+|[^\p{Z}\p{C}]")
 

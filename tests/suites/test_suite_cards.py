@@ -10,7 +10,7 @@ from harness.errors import ProtocolMismatchError
 from harness.protocol import ProtocolCard, assert_comparable, card_differences
 from harness.results import EvaluationResult
 from harness.store import load_result, write_result
-from suites.base import get_suite
+from harness.benchmark import get_suite
 
 
 def test_same_data_same_card(shared_data):

@@ -10,7 +10,7 @@ import pytest
 
 from harness.data.run import Run
 from harness.errors import InputError
-from suites.base import get_suite
+from harness.benchmark import get_suite
 from suites.benchmarks import cmteb
 from suites.groupings import CMTEB_RERANKING, CMTEB_RETRIEVAL
 

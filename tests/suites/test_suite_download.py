@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from suites.base import get_suite
+from harness.benchmark import get_suite
 from suites.download import LEDGER, DownloadError, RemoteFile, download_dataset, fetch
 
 

@@ -12,7 +12,7 @@ import yaml
 
 from harness.cli import main
 from harness.store import load_result
-from suites.base import get_suite
+from harness.benchmark import get_suite
 from suites.groupings import language_of_query, per_group_average
 
 from dureader_reference import official_dureader

@@ -9,9 +9,9 @@ import pytest
 
 from harness.cli import main
 from harness.errors import ConfigError, InputError
-from suites.base import get_suite, list_suites
+from harness.benchmark import get_suite, list_suites
 from suites.benchmarks import miracl as miracl_mod
-from suites.benchmarks._common import dataset_stats
+from harness.benchmark import dataset_stats
 from suites.benchmarks.mkqa import read_mkqa
 from suites.groupings import MIRACL_LANGUAGES, MKQA_LANGUAGES
 

@@ -10,7 +10,7 @@ import pytest
 
 from harness.data.run import Run
 from harness.errors import ConfigError
-from suites.base import get_suite
+from harness.benchmark import get_suite
 from suites.benchmarks._common import cut_depth, evaluate_loaded
 from suites.benchmarks.dureader import sub_gallery
 from suites.groupings import language_of_query, per_group_average

@@ -6,7 +6,7 @@ import pytest
 
 from harness.data.run import Run
 from harness.errors import ConfigError
-from suites.base import get_suite
+from harness.benchmark import get_suite
 
 
 @pytest.fixture(scope="module")

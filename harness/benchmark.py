@@ -1,0 +1,177 @@
+"""The benchmark-suite interface and its registry.
+
+A benchmark suite (BEIR, MIRACL, MKQA, C-MTEB, DuReader, the synthetic world, or one from
+another package) knows how to load its data (the release's own format and BEIR layout),
+which protocol card applies, and how to score a run under that protocol.  The evaluation
+pipeline (:mod:`harness.pipeline`) is generic over this interface.
+
+A suite declares its load options (:class:`SuiteOption`: name, type, default, help), so the
+CLI can parse ``--option key=value`` and print help without knowing the suite, and its
+:meth:`BenchmarkSuite.stats` (what ``harness data stats`` prints).  Built-in suites live in
+``suites.benchmarks``; other packages add theirs through the ``retrieval_harness.suites``
+entry point group or a ``package.module:Class`` reference in a suite file.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar
+
+from harness.data.beir import BeirDataset
+from harness.data.run import Run
+from harness.errors import ConfigError
+from harness.protocol import ProtocolCard
+from harness.registry import Registry
+from harness.results import EvaluationResult
+
+# Options every suite accepts: overrides of its protocol card's fields.
+CARD_OPTIONS = ("query_prompt", "doc_prompt", "query_max_length", "doc_max_length", "top_k", "metrics",
+                "relevance_threshold")
+
+
+@dataclass
+class LoadedBenchmark:
+    """One evaluation set ready to run: data, its protocol card, optional answers."""
+
+    dataset: BeirDataset
+    card: ProtocolCard
+    answers: dict[str, list[str]] | None = None   # query id -> answer strings (answer containment)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.card.dataset or self.dataset.name
+
+
+@dataclass(frozen=True)
+class SuiteOption:
+    """One load option a suite declares: ``--option name=value`` on the command line."""
+
+    name: str
+    type: type = str
+    default: Any = None
+    help: str = ""
+    choices: tuple[Any, ...] | None = None
+
+    def parse(self, value: Any, suite: str) -> Any:
+        """``value`` (a string from the command line, or a YAML value) converted to ``type`` and checked."""
+        try:
+            if self.type is bool and isinstance(value, str):
+                lowered = value.strip().lower()
+                if lowered not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError(value)
+                out: Any = lowered in ("true", "1", "yes")
+            else:
+                out = self.type(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"suite {suite!r}: option {self.name} must be a {self.type.__name__}, "
+                              f"got {value!r}") from None
+        if self.choices is not None and out not in self.choices:
+            raise ConfigError(f"suite {suite!r}: option {self.name} must be one of "
+                              f"{', '.join(map(str, self.choices))}, got {out!r}")
+        return out
+
+    def describe(self) -> str:
+        choices = f" ({'|'.join(map(str, self.choices))})" if self.choices else ""
+        return f"{self.name}={self.type.__name__}{choices} [default {self.default}]: {self.help}"
+
+
+class BenchmarkSuite(abc.ABC):
+    """A benchmark family with its protocol."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    options: ClassVar[tuple[SuiteOption, ...]] = ()
+    # Options ``harness data stats`` passes to ``load`` (e.g. counting needs no corpus).
+    stats_options: ClassVar[dict[str, Any]] = {}
+
+    @abc.abstractmethod
+    def load(self, dataset_dir: str | Path, *, dataset: str | None = None, split: str | None = None,
+             **options: Any) -> LoadedBenchmark:
+        """Load a local folder (release format or BEIR layout) under this suite's protocol."""
+
+    @abc.abstractmethod
+    def evaluate(self, loaded: LoadedBenchmark, run: Run) -> EvaluationResult:
+        """Score a run under the protocol (per query)."""
+
+    def datasets(self) -> list[str]:
+        """Names of the datasets this family defines (for downloads and groupings)."""
+        return []
+
+    def stats(self, loaded: LoadedBenchmark) -> dict[str, Any]:
+        """Counts of a loaded benchmark (what ``harness data stats`` prints)."""
+        return dataset_stats(loaded)
+
+    @classmethod
+    def parse_options(cls, raw: dict[str, Any]) -> dict[str, Any]:
+        """Convert user options (strings or YAML values) by the declared schema; card overrides pass
+        through; anything else is refused with the suite's options listed."""
+        declared = {o.name: o for o in cls.options}
+        out: dict[str, Any] = {}
+        for key, value in raw.items():
+            if key in declared:
+                out[key] = declared[key].parse(value, cls.name)
+            elif key in CARD_OPTIONS:
+                out[key] = value
+            else:
+                known = ", ".join([*declared, *CARD_OPTIONS])
+                raise ConfigError(f"suite {cls.name!r} has no option {key!r}; options: {known}")
+        return out
+
+
+def dataset_stats(loaded: LoadedBenchmark) -> dict[str, Any]:
+    """Counts of a loaded benchmark: documents, queries, judged pairs, relevant documents per query."""
+    ds = loaded.dataset
+    threshold = loaded.card.relevance_threshold
+    judged = len(ds.qrels.query_list()) if len(ds.qrels) else 0
+    relevant = int((ds.qrels.relevance >= threshold).sum()) if len(ds.qrels) else 0
+    per_query = ds.qrels.num_relevant(threshold) if len(ds.qrels) else {}
+    in_file = int(loaded.meta.get("queries_in_file", len(ds.queries)))
+    stats: dict[str, Any] = {
+        "docs": None if loaded.meta.get("corpus_missing") else len(ds.corpus),
+        "queries": len(ds.queries),
+        "queries_in_file": in_file,
+        "judged_queries": judged,
+        "judged_pairs": len(ds.qrels),
+        "relevant_pairs": relevant,
+        "queries_without_judgments": in_file - judged,
+        "queries_without_relevant": sum(1 for v in per_query.values() if v == 0),
+        "mean_relevant_per_query": round(relevant / judged, 4) if judged else None,
+    }
+    if loaded.answers is not None:
+        stats["queries_with_answers"] = len(loaded.answers)
+        stats["queries_without_answers"] = in_file - len(loaded.answers)
+    for key in ("gallery_size", "candidates", "languages"):
+        if key in loaded.meta:
+            value = loaded.meta[key]
+            stats[key] = len(value) if isinstance(value, (dict, list)) and key == "candidates" else value
+    return stats
+
+
+# ---------------------------------------------------------------------- registry
+def _set_name(name: str, cls: type[BenchmarkSuite]) -> None:
+    if "name" not in vars(cls):   # a subclass of a registered suite must not inherit its name
+        cls.name = name
+
+
+SUITES: Registry[type[BenchmarkSuite]] = Registry(
+    "suite", builtins=("suites.benchmarks",),
+    check=lambda obj: isinstance(obj, type) and issubclass(obj, BenchmarkSuite), on_register=_set_name)
+
+
+def register_suite(name: str) -> Callable[[type[BenchmarkSuite]], type[BenchmarkSuite]]:
+    """Class decorator: ``@register_suite("beir")``."""
+    return SUITES.decorator(name)
+
+
+def get_suite(name: str) -> BenchmarkSuite:
+    """A fresh instance of the suite registered as ``name`` (or of a ``package.module:Class`` reference)."""
+    cls = SUITES.get(name)
+    if ":" in name and "name" not in vars(cls):
+        cls.name = name
+    return cls()
+
+
+def list_suites() -> list[str]:
+    return sorted(SUITES.names())

@@ -1,0 +1,61 @@
+"""``harness list methods|suites|metrics``: what the registries hold, one line each.
+
+Built-ins and plug-ins installed through entry points (``retrieval_harness.methods``,
+``retrieval_harness.suites``, ``retrieval_harness.metrics``) are listed alike.
+"""
+from __future__ import annotations
+
+import argparse
+
+from harness.registry import Registry
+
+KINDS = ("methods", "suites", "metrics")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("list", help="list the registered methods, benchmark suites or metrics",
+                       description="List what the registries hold (built-ins and installed plug-ins), one line "
+                                   "each with its description.")
+    p.add_argument("kind", choices=KINDS, help="what to list")
+    p.add_argument("--options", action="store_true",
+                   help="also show each method's options and defaults, or each suite's declared load options")
+    p.set_defaults(func=run)
+
+
+def registry(kind: str) -> Registry:
+    # Imported here: listing metrics must not import the method registry's dependencies, and so on.
+    if kind == "methods":
+        from harness.method import METHODS
+        return METHODS
+    if kind == "suites":
+        from harness.benchmark import SUITES
+        return SUITES
+    from harness.metrics import METRICS
+    return METRICS
+
+
+def lines(kind: str, with_options: bool = False) -> list[str]:
+    """The listing ``harness list KIND`` prints."""
+    reg = registry(kind)
+    items = reg.describe() if kind == "metrics" else sorted(reg.describe())  # metrics: canonical order
+    width = max((len(name) for name, _ in items), default=0)
+    out = []
+    for name, description in items:
+        out.append(f"{name:<{width}}  {description}".rstrip())
+        if with_options:
+            out.extend(f"{'':<{width}}    {line}" for line in _option_lines(kind, reg.get(name)))
+    return out
+
+
+def _option_lines(kind: str, obj) -> list[str]:
+    if kind == "methods":
+        return [f"{key}={value!r}" for key, value in obj.default_options.items()]
+    if kind == "suites":
+        return [option.describe() for option in obj.options]
+    return []
+
+
+def run(args: argparse.Namespace) -> int:
+    for line in lines(args.kind, args.options):
+        print(line)
+    return 0
