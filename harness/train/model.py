@@ -165,8 +165,10 @@ def load_frozen_model(name: str, spec: TrainSpec):
     """
     from transformers import AutoModel, AutoTokenizer
 
+    from harness.encoders.model_check import check_model, has_tokenizer, load_errors
     from harness.encoders.settings import read_encoder_config
 
+    check_model(name)  # adapter config, weights, tokenizer and base model, before anything is loaded
     path, _ = resolve_model(name)
     folder = Path(path)
     saved = read_encoder_config(folder) if folder.is_dir() else {}
@@ -176,9 +178,11 @@ def load_frozen_model(name: str, spec: TrainSpec):
 
         base = json.loads(adapter.read_text(encoding="utf-8"))["base_model_name_or_path"]
         base_path, _ = resolve_model(base)
-        backbone = PeftModel.from_pretrained(AutoModel.from_pretrained(base_path), path).merge_and_unload()
-        has_tokenizer = (folder / "tokenizer_config.json").exists() or (folder / "tokenizer.json").exists()
-        tokenizer = AutoTokenizer.from_pretrained(path if has_tokenizer else base_path)
+        with load_errors(path):
+            backbone = PeftModel.from_pretrained(AutoModel.from_pretrained(base_path, trust_remote_code=False),
+                                                 path).merge_and_unload()
+            tokenizer = AutoTokenizer.from_pretrained(path if has_tokenizer(folder) else base_path,
+                                                      trust_remote_code=False)
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     else:

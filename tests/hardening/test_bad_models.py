@@ -167,3 +167,39 @@ def test_failure_at_load_time_is_wrapped(good_model, dataset, tmp_path, env, cap
     config["model_type"] = "no-such-architecture"
     (model / "config.json").write_text(json.dumps(config))
     assert_refused(model, dataset, tmp_path, capsys, str(model), "could not load the model")
+
+
+# ------------------------------------------------------------------ the training path
+def _break(kind: str, good: Path, tmp_path: Path) -> tuple[Path, str]:
+    """A broken model of ``kind`` and the fragment its message must contain."""
+    if kind == "missing":
+        return tmp_path / "no-such-model", "does not exist"
+    model = copy_model(good, tmp_path)
+    if kind == "no-tokenizer":
+        (model / "tokenizer.json").unlink()
+        return model, "no tokenizer files"
+    if kind == "truncated":
+        with open(model / "model.safetensors", "r+b") as f:
+            f.truncate(1000)
+        return model, "truncated or corrupt"
+    # A LoRA adapter folder whose base model is gone.
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(tmp_path / "gone"),
+                                                             "peft_type": "LORA"}))
+    shutil.copy(model / "model.safetensors", adapter / "adapter_model.safetensors")
+    return adapter, "base model"
+
+
+@pytest.mark.parametrize("kind", ["missing", "no-tokenizer", "truncated", "adapter-without-base"])
+def test_training_loaders_refuse_bad_models(kind, good_model, tmp_path, env):
+    from harness.errors import InputError
+    from harness.train.model import build_model, load_frozen_model
+    from harness.train.spec import TrainSpec
+
+    model, fragment = _break(kind, good_model, tmp_path)
+    spec = TrainSpec(model=str(model), pooling="mean", batch_size=4, steps=2, warmup_steps=0)
+    for load in (lambda: build_model(spec), lambda: load_frozen_model(str(model), spec)):
+        with pytest.raises(InputError) as info:
+            load()
+        assert str(model) in str(info.value) and fragment in str(info.value)
