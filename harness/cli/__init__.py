@@ -3,21 +3,33 @@
 Each subcommand lives in its own module in this package and exposes
 ``register(subparsers)``, which adds its parser and sets ``func`` to the function
 that runs it.  Modules are discovered automatically, so adding a command means
-adding one file.  Errors the harness raises on purpose (bad input, bad config)
-print one clear line on stderr and exit with status 2.
+adding one file.
+
+Exit statuses and messages: an error the harness raises on purpose (bad input, bad
+config) prints one line ``harness <cmd>: error: <file>:<line>: <problem>`` and exits
+with 2; any other exception prints one line naming its type and exits with 1.  Neither
+shows a traceback unless ``--debug`` is given.  When stdout is a pipe that closes early
+(``harness evaluate ... | head``) the command stops quietly with status 141 (128 +
+SIGPIPE), what a shell reports for other tools killed by the broken pipe, so that
+``set -o pipefail`` scripts see the same for every tool.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import logging
 import os
 import pkgutil
 import sys
+import traceback
 
-from harness.errors import HarnessError
+from harness.cli._types import positive_int
+from harness.errors import ConfigError, HarnessError
 
 log = logging.getLogger("harness")
+
+EXIT_BROKEN_PIPE = 141      # 128 + SIGPIPE, as the shell reports `yes | head`
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train, ablate and statistically compare text retrievers.",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
-    parser.add_argument("--threads", type=int, default=None,
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an error (default: one line naming file, line and problem)")
+    parser.add_argument("--threads", type=positive_int, default=None,
                         help="CPU threads for torch (default: $HARNESS_NUM_THREADS or torch's default); 1 is "
                              "fastest for tiny models and on a machine shared with other jobs")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -55,7 +69,11 @@ def _quiet_libraries() -> None:
 
 
 def _set_threads(threads: int | None) -> None:
-    threads = threads or (int(os.environ["HARNESS_NUM_THREADS"]) if os.environ.get("HARNESS_NUM_THREADS") else None)
+    if threads is None and os.environ.get("HARNESS_NUM_THREADS"):
+        try:
+            threads = positive_int(os.environ["HARNESS_NUM_THREADS"])
+        except argparse.ArgumentTypeError as exc:
+            raise ConfigError(f"HARNESS_NUM_THREADS: {exc}") from None
     if threads:
         import torch
 
@@ -67,16 +85,42 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
-    _set_threads(args.threads)
+    prefix = f"harness {args.command}"
     try:
+        _set_threads(args.threads)
         result = args.func(args)
+        sys.stdout.flush()                  # a closed pipe fails here, inside the handler, not at exit
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except HarnessError as exc:
-        print(f"harness {args.command}: error: {exc}", file=sys.stderr)
+        _report(prefix, f"error: {exc}", args.debug)
         return 2
     except KeyboardInterrupt:
-        print(f"harness {args.command}: interrupted", file=sys.stderr)
+        print(f"{prefix}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - the last resort: one line instead of a traceback
+        detail = str(exc).splitlines()[0] if str(exc) else ""
+        hint = "" if args.debug else " (run with --debug for the traceback)"
+        _report(prefix, f"error: unexpected {type(exc).__name__}{': ' + detail if detail else ''}{hint}", args.debug)
+        return 1
     return int(result or 0)
+
+
+def _report(prefix: str, message: str, debug: bool) -> None:
+    if debug:
+        traceback.print_exc()
+    print(f"{prefix}: {message}", file=sys.stderr)
+
+
+def _silence_stdout() -> None:
+    """The reader of our stdout has gone: point stdout at devnull so that the interpreter's
+    final flush does not raise again (the recipe of Python's signal module docs)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass                                # stdout is not a real file (captured in tests)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -16,6 +16,7 @@ import json
 import sys
 from pathlib import Path
 
+from harness.cli._types import non_negative_int, open_fraction, positive_int
 from harness.errors import ConfigError
 
 _RUN_SUFFIXES = (".gz", ".trec", ".txt", ".run", ".tsv", ".res")
@@ -44,11 +45,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="two-sided paired test (default: ttest)")
     p.add_argument("--seed", type=int, default=0, help="seed for randomization/bootstrap (per-comparison streams are "
                                                        "derived from it; default 0)")
-    p.add_argument("--resamples", type=int, default=10_000,
+    p.add_argument("--resamples", type=positive_int, default=10_000,
                    help="Monte Carlo sign flips and bootstrap resamples (default 10000)")
-    p.add_argument("--exact-max-n", type=int, default=30,
+    p.add_argument("--exact-max-n", type=non_negative_int, default=30,
                    help="randomization test: enumerate all sign vectors up to this many non-zero differences")
-    p.add_argument("--ci-level", type=float, default=0.95, help="confidence level of the bootstrap CI")
+    p.add_argument("--ci-level", type=open_fraction, default=0.95, help="confidence level of the bootstrap CI")
     p.add_argument("--correction", choices=("holm", "bonferroni", "bh", "none"), default="holm",
                    help="multiple-comparison correction (default: holm)")
     p.add_argument("--aggregate", action="append", default=[],
@@ -59,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "datasets (default) or on the per-dataset means")
     p.add_argument("--family", choices=("all", "metric", "dataset", "system"), default="all",
                    help="comparisons corrected together (default: all comparisons of this table)")
-    p.add_argument("--alpha", type=float, default=0.05, help="significance level for markers (default 0.05)")
+    p.add_argument("--alpha", type=open_fraction, default=0.05, help="significance level for markers (default 0.05)")
     p.add_argument("--missing", choices=("error", "zero"), default="error",
                    help="queries scored for only one system: error (default) or score them as 0")
     p.add_argument("--relevance-threshold", type=int, default=1, help="--run: lowest relevant label (trec_eval -l)")
@@ -69,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("json", "markdown", "latex"), default="json")
     p.add_argument("--caption", default="", help="table caption (markdown/latex)")
     p.add_argument("--label", default="", help="LaTeX \\label")
-    p.add_argument("--decimals", type=int, default=1, help="decimals of table cells (values x100)")
+    p.add_argument("--decimals", type=non_negative_int, default=1, help="decimals of table cells (values x100)")
     p.add_argument("--output", type=Path, help="write here (atomically) instead of stdout")
     p.set_defaults(func=run)
 

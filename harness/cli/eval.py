@@ -3,11 +3,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from pathlib import Path
 
+from harness.cli._types import positive_int
+
 DEFAULT_METRICS = ("ndcg@10", "recall@100", "mrr@10", "map", "p@10", "success@10")
+BM25_K1, BM25_B = 0.9, 0.4
+DENSE_ONLY = ("pooling", "query_prompt", "doc_prompt", "normalize", "max_length", "batch_size", "index")
+BM25_ONLY = ("k1", "b")
+
+log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,12 +51,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None, help="L2-normalise embeddings")
     p.add_argument("--query-prompt", default=None, help="prefix for queries (overrides model default)")
     p.add_argument("--doc-prompt", default=None, help="prefix for documents (overrides model default)")
-    p.add_argument("--max-length", type=int, default=None, help="max tokens for queries and documents")
-    p.add_argument("--batch-size", type=int, default=None, help="encoding batch size")
-    p.add_argument("--index", default="Flat", help="faiss index factory string (Flat, HNSW32, IVF1024,Flat, ...)")
-    p.add_argument("--top-k", type=int, default=None, help="run depth (default: the card's, 1000)")
-    p.add_argument("--k1", type=float, default=0.9, help="BM25 k1")
-    p.add_argument("--b", type=float, default=0.4, help="BM25 b")
+    p.add_argument("--max-length", type=positive_int, default=None, help="max tokens for queries and documents")
+    p.add_argument("--batch-size", type=positive_int, default=None, help="encoding batch size")
+    p.add_argument("--index", default=None,
+                   help="faiss index factory string (Flat, HNSW32, IVF1024,Flat, ...; default Flat)")
+    p.add_argument("--top-k", type=positive_int, default=None, help="run depth (default: the card's, 1000)")
+    # None defaults tell "given" from "default", to warn about options the model ignores.
+    p.add_argument("--k1", type=float, default=None, help=f"BM25 k1 (default {BM25_K1})")
+    p.add_argument("--b", type=float, default=None, help=f"BM25 b (default {BM25_B})")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.set_defaults(func=run)
 
@@ -79,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
             overrides[key] = value
     if args.max_length:
         overrides["query_max_length"] = overrides["doc_max_length"] = args.max_length
-    spec = ModelSpec(args.model, overrides=overrides, bm25_k1=args.k1, bm25_b=args.b, index=args.index)
+    spec = ModelSpec(args.model, overrides=overrides, bm25_k1=BM25_K1 if args.k1 is None else args.k1,
+                     bm25_b=BM25_B if args.b is None else args.b, index=args.index or "Flat")
+    warn_ignored_options(args, lexical=spec.is_lexical)
     out = args.out or default_out_dir(args.results_root, loaded, spec)
     # Before any compute.  The default location is the harness's own: a previous result there is
     # replaced; an explicit --out replaces one only with --overwrite.  Nothing else is ever replaced.
@@ -93,6 +105,17 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_table(result, out)
     return 0
+
+
+def warn_ignored_options(args: argparse.Namespace, lexical: bool) -> list[str]:
+    """Log one warning per given option that the model does not use (dense options with
+    BM25, ``--k1``/``--b`` with a dense model); returns the options named."""
+    ignored = [k for k in (DENSE_ONLY if lexical else BM25_ONLY) if getattr(args, k) is not None]
+    for key in ignored:
+        flag = "--" + key.replace("_", "-")
+        log.warning("%s does not apply to %s and is ignored", flag,
+                    f"BM25 (--model {args.model})" if lexical else f"a dense model (--model {args.model})")
+    return ignored
 
 
 def _parse_options(items: list[str]) -> dict:
