@@ -26,21 +26,23 @@ Sources (``--base-url`` replaces the host part, e.g. a mirror or a local server)
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
 import os
 import shutil
+import stat
 import tarfile
 import tempfile
 import urllib.error
 import urllib.request
 import zipfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Iterable
 
-from harness.errors import ConfigError, HarnessError
+from harness.errors import ConfigError, HarnessError, InputError
 from harness.io import atomic_write_json
 
 log = logging.getLogger("harness.download")
@@ -105,40 +107,92 @@ def _progress(total: int, name: str):
     return tqdm(total=total, unit="B", unit_scale=True, desc=name, leave=False)
 
 
-def _unpack(archive: Path, kind: str, into: Path, strip_top: bool) -> None:
+class UnsafeArchiveError(InputError, DownloadError):
+    """An archive member that would land outside the target folder, or a link/device member."""
+
+
+def _unpack(archive: Path, kind: str, into: Path, strip_top: bool, source: str | None = None) -> None:
+    """Unpack ``archive`` into ``into``; ``source`` (the URL) names the archive in errors."""
     into.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=into))
+    name = source or str(archive)
     try:
         if kind == "zip":
-            with zipfile.ZipFile(archive) as zf:
-                for member in zf.namelist():
-                    _check_member(member, archive)
-                zf.extractall(staging)
+            _extract_zip(archive, staging, name)
         elif kind == "tar":
-            with tarfile.open(archive) as tf:
-                for member in tf.getmembers():
-                    _check_member(member.name, archive)
-                    if not (member.isfile() or member.isdir()):
-                        raise DownloadError(f"{archive.name}: refusing link or device member {member.name!r}")
-                tf.extractall(staging)  # noqa: S202 - members checked above
+            _extract_tar(archive, staging, name)
         else:
             raise ConfigError(f"unknown archive kind {kind!r}")
-        source = staging
+        top = staging
         entries = [p for p in staging.iterdir() if not p.name.startswith("__MACOSX")]
-        if strip_top and len(entries) == 1 and entries[0].is_dir():
-            source = entries[0]
-        for item in source.iterdir():
+        if strip_top and len(entries) == 1 and entries[0].is_dir() and not entries[0].is_symlink():
+            top = entries[0]
+        for item in top.iterdir():
             if item.name.startswith("__MACOSX"):
                 continue
             shutil.move(str(item), str(into / item.name))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    _check_links(into, name)
 
 
-def _check_member(name: str, archive: Path) -> None:
-    path = Path(name)
-    if path.is_absolute() or ".." in path.parts:
-        raise DownloadError(f"{archive.name}: unsafe path {name!r} in archive")
+def _check_links(folder: Path, archive: str) -> None:
+    """Links the tar filter accepted inside the staging folder must still point inside after
+    ``strip_top`` moved them one level up (e.g. ``top/l -> ../x``)."""
+    root = folder.resolve()
+    for path in folder.rglob("*"):
+        if path.is_symlink() and not path.resolve().is_relative_to(root):
+            target = os.readlink(path)
+            path.unlink()
+            raise UnsafeArchiveError(archive, f"link {path.relative_to(folder).as_posix()!r} -> {target!r} points "
+                                     "outside the dataset folder; nothing was kept")
+
+
+def _check_member(name: str, archive: str) -> None:
+    """Refuse absolute paths (also Windows drive/UNC forms) and any ``..`` component."""
+    parts = PurePosixPath(name.replace("\\", "/")).parts
+    drive = len(name) > 1 and name[0].isalpha() and name[1] == ":"
+    if name.startswith(("/", "\\")) or drive or ".." in parts:
+        raise UnsafeArchiveError(archive, f"unsafe path {name!r} in archive (absolute or with '..'); nothing "
+                                 "was kept")
+
+
+def _extract_zip(archive: Path, staging: Path, name: str) -> None:
+    # zipfile never creates links, devices or setuid files, but it silently rewrites unsafe
+    # names; refuse them (and members flagged as links/devices) so a bad archive is visible.
+    with zipfile.ZipFile(archive) as zf:
+        for info in zf.infolist():
+            _check_member(info.filename, name)
+            mode = info.external_attr >> 16
+            if stat.S_IFMT(mode) not in (0, stat.S_IFREG, stat.S_IFDIR):      # type bits, when a tool wrote them
+                raise UnsafeArchiveError(name, f"refusing link or special member {info.filename!r} in archive")
+        zf.extractall(staging)
+
+
+def _extract_tar(archive: Path, staging: Path, name: str) -> None:
+    with tarfile.open(archive) as tf:
+        members = tf.getmembers()
+        for member in members:
+            _check_member(member.name, name)
+        if hasattr(tarfile, "data_filter"):
+            # The "data" filter (Python >= 3.11.4): refuses links leaving the folder and devices,
+            # clears setuid/setgid/sticky and group/other write bits, and ignores stored owners.
+            try:
+                tf.extractall(staging, members=members, filter="data")
+            except tarfile.FilterError as exc:
+                member = exc.tarinfo.name if exc.tarinfo is not None else "?"
+                raise UnsafeArchiveError(name, f"unsafe member {member!r} in archive: {exc}; nothing was kept") \
+                    from None
+        else:  # older Pythons: no links at all, only regular files and folders with plain modes
+            safe = []
+            for member in members:
+                if not (member.isfile() or member.isdir()):
+                    raise UnsafeArchiveError(name, f"refusing link or special member {member.name!r} in archive")
+                member = copy.copy(member)
+                member.mode = (member.mode & 0o755) | (0o600 if member.isfile() else 0o700)
+                member.uid, member.gid, member.uname, member.gname = os.getuid(), os.getgid(), "", ""
+                safe.append(member)
+            tf.extractall(staging, members=safe)  # noqa: S202 - members checked and sanitised above
 
 
 class Ledger:
@@ -183,7 +237,7 @@ def fetch(files: Iterable[RemoteFile], dest: str | Path, *, cache: str | Path, k
                 recorded[entry] = sha
             log.info("fetched %s (%d bytes, sha256 %s)", item.url, size, sha[:12])
             if item.unpack:
-                _unpack(download_to, item.unpack, tmp / item.target, item.strip_top)
+                _unpack(download_to, item.unpack, tmp / item.target, item.strip_top, source=item.url)
                 download_to.unlink()
             else:
                 target = tmp / item.target
