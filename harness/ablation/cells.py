@@ -61,6 +61,7 @@ def variant_train_overrides(suite: AblationSuite, variant: Variant, scale: str) 
 def expand_train_cells(suite: AblationSuite, scale: str, load_data: bool = True) -> list[TrainCell]:
     """One training cell per variant (variants that share a key train once)."""
     from harness.method import get_method
+    from harness.train.spec import model_identity
 
     cfg = suite.scale(scale)
     entries = [resolve_data_entry(e) for e in cfg.data]
@@ -74,7 +75,8 @@ def expand_train_cells(suite: AblationSuite, scale: str, load_data: bool = True)
     for variant in suite.variants:
         model = resolve_model(variant.model or cfg.model)
         if variant.method == NO_TRAINING:
-            config = {"method": NO_TRAINING, "model": model}
+            # The model's content identity, not its path (a synthetic model lives in the cache directory).
+            config = {"method": NO_TRAINING, "model": model_identity(model)}
             cells.append(TrainCell(suite.name, scale, variant, NO_TRAINING, model, None, [], None,
                                    content_key(config), config))
             continue

@@ -221,7 +221,7 @@ class SuiteRun:
         return report, results
 
     def _table(self, report):
-        from harness.stats.tables import comparison_table
+        from reports.comparison import comparison_table
 
         caption = f"Ablation suite '{self.suite.name}' (scale {self.scale}): variants vs baseline " \
                   f"'{self.suite.variant(self.suite.baseline).label}'; deltas in parentheses."
@@ -231,7 +231,9 @@ class SuiteRun:
         scores = {bench: {variant: stored.metrics for variant, stored in per_variant.items()}
                   for bench, per_variant in results.items()}
         cells = [{"variant": c.variant.id, "method": c.method, "key": c.key,
-                  "dir": str(self.train_dir(c)) if c.trains else None} for c in self.train_cells]
+                  # relative to the results root: the summary of the same suite is the same anywhere
+                  "dir": self.train_dir(c).relative_to(self.root).as_posix() if c.trains else None}
+                 for c in self.train_cells]
         return {"suite": self.suite.name, "version": self.suite.version, "scale": self.scale,
                 "baseline": self.suite.baseline, "metrics": self.suite.metrics, "scores": scores,
                 "cells": cells, "correction": report.correction, "test": report.options.test,
@@ -260,7 +262,13 @@ def _has_gpu() -> bool:
 def run_suite(suite: AblationSuite, scale: str = "tiny", results_root: str | Path = "results", *,
               shard: tuple[int, int] = (1, 1), only: list[str] | None = None,
               cache_dir: str | Path | None = None, progress: bool = True) -> SuiteOutcome:
-    """Run (or resume) every cell of this shard, then write the table if the suite is complete."""
+    """Run (or resume) every cell of this shard, then write the table if the suite is complete.
+
+    The whole plan is validated first (:func:`harness.ablation.validate.validate_plan`): every problem
+    is reported at once, before the first cell trains or anything is written."""
+    from harness.ablation.validate import validate_plan
+
+    validate_plan(suite, scale)
     runner = SuiteRun(suite, scale, results_root, cache_dir, progress)
     cells = shard_filter(runner.train_cells, shard)
     if only:

@@ -30,17 +30,18 @@ at every scale; a scale a suite does not define is refused with a clear error.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from harness.ablation.problems import Problems
 from harness.errors import ConfigError, InputError
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "suites" / "ablations"
 NO_TRAINING = "none"
-STATS_KEYS = {"test", "correction", "alpha", "seed", "aggregate", "resamples", "missing"}
+STATS_KEYS_ORDER = ("test", "correction", "alpha", "seed", "aggregate", "resamples", "missing")
+STATS_KEYS = set(STATS_KEYS_ORDER)
 
 
 @dataclass
@@ -91,7 +92,9 @@ class AblationSuite:
 
     def scale(self, name: str) -> ScaleConfig:
         if name not in self.scales:
-            raise ConfigError(f"suite {self.name!r} has no scale {name!r}; scales: {', '.join(self.scales)}")
+            hint = closest(name, self.scales)
+            raise ConfigError(f"suite {self.name!r} has no scale {name!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+                              + f"; scales: {', '.join(self.scales)}")
         return self.scales[name]
 
     def variant(self, vid: str) -> Variant:
@@ -118,106 +121,287 @@ def list_suite_files(directory: Path = SUITES_DIR) -> dict[str, Path]:
 
 def load_suite(name_or_path: str | Path) -> AblationSuite:
     """Load a suite by name (``suites/ablations/<name>.yaml``) or from a path."""
+    from harness.ablation.yamlsafe import load_yaml
+
     path = Path(name_or_path)
     if not path.suffix:
         known = list_suite_files()
         if str(name_or_path) not in known:
-            raise ConfigError(f"unknown suite {str(name_or_path)!r}; known suites: {', '.join(known) or '(none)'}")
+            hint = closest(str(name_or_path), known)
+            raise ConfigError(f"unknown suite {str(name_or_path)!r}{f' (did you mean {hint!r}?)' if hint else ''}; "
+                              f"known suites: {', '.join(known) or '(none)'}")
         path = known[str(name_or_path)]
     if not path.exists():
         raise InputError(path, "suite file does not exist")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        line = getattr(getattr(exc, "problem_mark", None), "line", None)
-        raise InputError(path, f"invalid YAML: {getattr(exc, 'problem', exc)}", None if line is None else line + 1) from None
-    return parse_suite(raw, path)
+    raw, lines = load_yaml(path)
+    return parse_suite(raw, path, lines)
 
 
-def parse_suite(raw: Any, path: Path | None = None) -> AblationSuite:
-    def bad(msg: str) -> InputError:
-        return InputError(path, msg)
+# Top-level keys starting with this are extension fields: holders for YAML anchors (``x-stage1: &stage1``),
+# ignored by the harness and left out of ``AblationSuite.raw``.
+EXTENSION_PREFIX = "x-"
+# Every key a suite file may use, by section (anything else is an error naming the closest of these).
+TOP_KEYS = ("name", "version", "description", "baseline", "variants", "metrics", "stats", "scales", "table")
+VARIANT_KEYS = ("id", "method", "label", "options", "train", "scales", "model")
+VARIANT_SCALE_KEYS = ("train", "options")
+SCALE_KEYS = ("model", "data", "train", "benchmarks", "aggregates", "dry_run_only")
+BENCHMARK_KEYS = ("id", "suite", "dataset_dir", "label", "options", "max_queries", "corpus_sample")
+DATA_KEYS = ("path", "domains", "max_rows", "split", "negatives_run", "max_negatives", "name", "metadata")
+TABLE_KEYS = ("default", "layouts")
+LAYOUT_KEYS = ("kind", "caption", "rows", "columns", "scales", "decimals")
+LAYOUT_SCALE_KEYS = ("columns", "caption")
 
+
+def closest(name: str, known: Any) -> str | None:
+    """The known name most like ``name`` (difflib), or None."""
+    from harness.train.spec import closest as _closest
+
+    return _closest(name, known)
+
+
+class _Reader:
+    """Typed access to the raw suite dict that records problems instead of raising."""
+
+    def __init__(self, problems: Problems):
+        self.problems = problems
+
+    def mapping(self, value: Any, keypath: tuple, allowed: tuple[str, ...] | None = None) -> dict:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.problems.add(keypath, f"expected a mapping, got {_show(value)}")
+            return {}
+        if allowed is not None:
+            for key in value:
+                if key not in allowed and not (keypath == () and str(key).startswith(EXTENSION_PREFIX)):
+                    self.unknown(keypath, key, allowed)
+        return value
+
+    def unknown(self, keypath: tuple, key: Any, allowed: Any) -> None:
+        """``key`` is not allowed in the mapping at ``keypath``: name it, where it is and the closest known key."""
+        hint = closest(str(key), allowed)
+        what = "unknown key" if keypath else "unknown top-level key"
+        self.problems.add(keypath, f"{what} {key!r}" + (f" (did you mean {hint!r}?)" if hint else
+                                                        f"; known keys here: {', '.join(map(str, allowed))}"),
+                          at=keypath + (key,))
+
+    def list(self, value: Any, keypath: tuple, non_empty: bool = True) -> list:
+        if not isinstance(value, list) or (non_empty and not value):
+            self.problems.add(keypath, f"expected a{' non-empty' if non_empty else ''} list, got {_show(value)}")
+            return []
+        return value
+
+    def text(self, container: dict, key: str, keypath: tuple, default: Any = None,
+             required: bool = False, names: bool = False) -> str | None:
+        if key not in container or container[key] is None:
+            if required:
+                self.problems.add(keypath, f"missing {key!r}")
+            return default
+        value = container[key]
+        ok = (str, int) if names else (str,)
+        if not isinstance(value, ok) or isinstance(value, bool):
+            self.problems.add(keypath + (key,), f"expected a string, got {_show(value)}")
+            return default
+        return str(value)
+
+    def integer(self, container: dict, key: str, keypath: tuple, minimum: int, default: int | None = None
+                ) -> int | None:
+        value = container.get(key, default)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            self.problems.add(keypath + (key,), f"expected an integer >= {minimum}, got {_show(value)}")
+            return default
+        return value
+
+    def train(self, value: Any, keypath: tuple) -> dict:
+        """TrainSpec overrides: unknown fields and wrong types are problems (named with the expected type)."""
+        from harness.train.spec import field_problems
+
+        from harness.train.spec import LoraSpec, TrainSpec
+
+        data = self.mapping(value, keypath)
+        for key, message in field_problems(data):
+            parts = tuple(key.split("."))
+            if message.startswith("unknown option"):
+                known = [f.name for f in dataclasses.fields(TrainSpec if len(parts) == 1 else LoraSpec)]
+                self.unknown(keypath + parts[:-1], parts[-1], known)
+            else:
+                self.problems.add(keypath + parts, message)
+        return dict(data)
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return f"{text if len(text) <= 60 else text[:57] + '...'} ({type(value).__name__})"
+
+
+def parse_suite(raw: Any, path: Path | None = None, lines: dict | None = None) -> AblationSuite:
+    """Build an :class:`AblationSuite` from a loaded suite file; every problem of the file (unknown keys
+    with the closest known key, wrong types, dangling ids, bad stats settings) is reported at once."""
+    problems = Problems(path, lines)
+    r = _Reader(problems)
     if not isinstance(raw, dict):
-        raise bad("a suite file must be a mapping")
+        problems.add((), f"a suite file must be a mapping, got {_show(raw)}")
+        problems.raise_if_any()
+    r.mapping(raw, (), TOP_KEYS)
     for key in ("name", "baseline", "variants", "scales"):
         if key not in raw:
-            raise bad(f"missing top-level key {key!r}")
-    variants = [_variant(v, i, bad) for i, v in enumerate(_list(raw["variants"], "variants", bad))]
+            problems.add((), f"missing top-level key {key!r}")
+    name = r.text(raw, "name", (), default="", names=True)
+    version = r.integer(raw, "version", (), minimum=1, default=1)
+    description = raw.get("description", "")
+    if not isinstance(description, (str, type(None))):
+        problems.add(("description",), f"expected a string, got {_show(description)}")
+        description = ""
+    parsed = [_variant(item, ("variants", i), r)
+              for i, item in enumerate(r.list(raw.get("variants"), ("variants",)) if "variants" in raw else [])]
+    variants = [v for v in parsed if v is not None]
     ids = [v.id for v in variants]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
-        raise bad(f"duplicate variant id(s): {', '.join(dup)}")
-    if raw["baseline"] not in ids:
-        raise bad(f"baseline {raw['baseline']!r} is not a variant id ({', '.join(ids)})")
-    stats = dict(raw.get("stats") or {})
-    unknown = sorted(set(stats) - STATS_KEYS)
-    if unknown:
-        raise bad(f"unknown stats key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(STATS_KEYS))}")
-    if not isinstance(raw["scales"], dict) or not raw["scales"]:
-        raise bad("'scales' must map scale names (tiny, small, paper) to their settings")
-    scales = {name: _scale(name, cfg, bad) for name, cfg in raw["scales"].items()}
-    for v in variants:
-        extra = sorted(set(v.scales) - set(scales))
-        if extra:
-            raise bad(f"variant {v.id!r} configures unknown scale(s) {', '.join(extra)}")
-    metrics = [str(m) for m in _list(raw.get("metrics", ["ndcg@10"]), "metrics", bad)]
-    return AblationSuite(name=str(raw["name"]), version=int(raw.get("version", 1)),
-                         description=str(raw.get("description", "")).strip(), baseline=str(raw["baseline"]),
-                         variants=variants, metrics=metrics, stats=stats, scales=scales, path=path, raw=raw)
+        problems.add(("variants",), f"duplicate variant id(s): {', '.join(dup)}")
+    baseline = r.text(raw, "baseline", (), default="", names=True)
+    if baseline and variants and baseline not in ids:
+        hint = closest(baseline, ids)
+        problems.add(("baseline",), f"baseline {baseline!r} is not a variant id"
+                     + (f" (did you mean {hint!r}?)" if hint else "") + f" ({', '.join(ids)})")
+    stats = _stats(raw.get("stats"), r)
+    scales: dict[str, ScaleConfig] = {}
+    if "scales" in raw:
+        scales_raw = r.mapping(raw["scales"], ("scales",))
+        if isinstance(raw["scales"], dict) and not scales_raw:
+            problems.add(("scales",), "'scales' must map scale names (tiny, small, paper) to their settings")
+        for sname, cfg in scales_raw.items():
+            scale = _scale(str(sname), cfg, r)
+            if scale is not None:
+                scales[str(sname)] = scale
+    for i, v in enumerate(variants):
+        for extra in sorted(set(v.scales) - set(scales)):
+            if scales:
+                hint = closest(extra, scales)
+                problems.add(("variants", i, "scales", extra), f"variant {v.id!r} configures unknown scale "
+                             f"{extra!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+                             + f"; scales: {', '.join(scales)}")
+    metrics = [str(m) for m in r.list(raw.get("metrics", ["ndcg@10"]), ("metrics",))]
+    for i, m in enumerate(raw.get("metrics") or []):
+        if not isinstance(m, str):
+            problems.add(("metrics", i), f"expected a metric name, got {_show(m)}")
+    _table(raw.get("table"), r)
+    problems.raise_if_any()
+    raw = {k: v for k, v in raw.items() if not str(k).startswith(EXTENSION_PREFIX)}
+    return AblationSuite(name=str(name), version=int(version or 1), description=str(description or "").strip(),
+                         baseline=str(baseline), variants=variants, metrics=metrics, stats=stats, scales=scales,
+                         path=path, raw=raw)
 
 
-def _list(value: Any, what: str, bad) -> list:
-    if not isinstance(value, list) or not value:
-        raise bad(f"{what!r} must be a non-empty list")
-    return value
+def _variant(v: Any, keypath: tuple, r: _Reader) -> Variant | None:
+    if not isinstance(v, dict):
+        r.problems.add(keypath, f"a variant must be a mapping with 'id' and 'method', got {_show(v)}")
+        return None
+    r.mapping(v, keypath, VARIANT_KEYS)
+    vid = r.text(v, "id", keypath, required=True, names=True)
+    method = r.text(v, "method", keypath, required=True)
+    label = r.text(v, "label", keypath, default=vid, names=True)
+    model = r.text(v, "model", keypath)
+    options = dict(r.mapping(v.get("options"), keypath + ("options",)))
+    train = r.train(v.get("train"), keypath + ("train",))
+    scales: dict[str, dict[str, Any]] = {}
+    for s, cfg in r.mapping(v.get("scales"), keypath + ("scales",)).items():
+        where = keypath + ("scales", s)
+        cfg = r.mapping(cfg, where, VARIANT_SCALE_KEYS)
+        scales[str(s)] = {"train": r.train(cfg.get("train"), where + ("train",)),
+                          "options": dict(r.mapping(cfg.get("options"), where + ("options",)))}
+    if vid is None or method is None:
+        return None
+    return Variant(id=vid, method=method, label=label or vid, options=options, train=train, scales=scales,
+                   model=model)
 
 
-def _variant(v: Any, i: int, bad) -> Variant:
-    if not isinstance(v, dict) or "id" not in v or "method" not in v:
-        raise bad(f"variants[{i}] must be a mapping with 'id' and 'method'")
-    allowed = {"id", "method", "label", "options", "train", "scales", "model"}
-    unknown = sorted(set(v) - allowed)
-    if unknown:
-        raise bad(f"variants[{i}] ({v['id']}): unknown key(s) {', '.join(unknown)}")
-    scales = v.get("scales") or {}
-    for s, cfg in scales.items():
-        if not isinstance(cfg, dict) or set(cfg) - {"train", "options"}:
-            raise bad(f"variant {v['id']!r} scale {s!r}: only 'train' and 'options' may be set per scale")
-    return Variant(id=str(v["id"]), method=str(v["method"]), label=str(v.get("label", v["id"])),
-                   options=dict(v.get("options") or {}), train=dict(v.get("train") or {}), scales=scales,
-                   model=v.get("model"))
+def _stats(value: Any, r: _Reader) -> dict[str, Any]:
+    """The ``stats`` section: known keys, and values the statistics code accepts."""
+    from harness.stats import AGGREGATE_METHODS, CORRECTIONS, MISSING_POLICIES, TESTS
+
+    stats = dict(r.mapping(value, ("stats",), STATS_KEYS_ORDER))
+    choices = {"test": TESTS, "correction": CORRECTIONS, "aggregate": AGGREGATE_METHODS, "missing": MISSING_POLICIES}
+    for key, allowed in choices.items():
+        if key in stats and stats[key] not in allowed:
+            hint = closest(str(stats[key]), allowed)
+            r.problems.add(("stats", key), f"{key} {stats[key]!r} is not supported"
+                           + (f" (did you mean {hint!r}?)" if hint else "") + f"; supported: {', '.join(allowed)}")
+    if "alpha" in stats:
+        alpha = stats["alpha"]
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+            r.problems.add(("stats", "alpha"), f"expected a number in (0, 1) (the significance level), "
+                                               f"got {_show(alpha)}")
+    r.integer(stats, "seed", ("stats",), minimum=0)
+    r.integer(stats, "resamples", ("stats",), minimum=1)
+    return stats
 
 
-def _scale(name: str, cfg: Any, bad) -> ScaleConfig:
+def _scale(name: str, cfg: Any, r: _Reader) -> ScaleConfig | None:
+    keypath = ("scales", name)
     if not isinstance(cfg, dict):
-        raise bad(f"scale {name!r} must be a mapping")
-    allowed = {"model", "data", "train", "benchmarks", "aggregates", "dry_run_only"}
-    unknown = sorted(set(cfg) - allowed)
-    if unknown:
-        raise bad(f"scale {name!r}: unknown key(s) {', '.join(unknown)}")
+        r.problems.add(keypath, f"scale {name!r} must be a mapping, got {_show(cfg)}")
+        return None
+    r.mapping(cfg, keypath, SCALE_KEYS)
     for key in ("model", "data", "benchmarks"):
         if key not in cfg:
-            raise bad(f"scale {name!r}: missing {key!r}")
-    data = cfg["data"] if isinstance(cfg["data"], list) else [cfg["data"]]
+            r.problems.add(keypath, f"scale {name!r}: missing {key!r}")
+    model = r.text(cfg, "model", keypath, default="")
+    data = cfg.get("data")
+    data = data if isinstance(data, list) else ([] if data is None else [data])
+    for j, entry in enumerate(data):
+        where = keypath + ("data", j)
+        if isinstance(entry, dict):
+            r.mapping(entry, where, DATA_KEYS)
+            if "path" not in entry:
+                r.problems.add(where, "a data entry mapping needs 'path'")
+        elif not isinstance(entry, str):
+            r.problems.add(where, f"expected a path or a mapping with 'path', got {_show(entry)}")
+    train = r.train(cfg.get("train"), keypath + ("train",))
     benchmarks = []
-    for j, b in enumerate(_list(cfg["benchmarks"], f"scales.{name}.benchmarks", bad)):
-        if not isinstance(b, dict) or not {"id", "suite", "dataset_dir"} <= set(b):
-            raise bad(f"scale {name!r} benchmarks[{j}] needs 'id', 'suite' and 'dataset_dir'")
-        allowed_b = {"id", "suite", "dataset_dir", "label", "options", "max_queries", "corpus_sample"}
-        unknown_b = sorted(set(b) - allowed_b)
-        if unknown_b:
-            raise bad(f"scale {name!r} benchmark {b['id']!r}: unknown key(s) {', '.join(unknown_b)}")
-        benchmarks.append(BenchmarkRef(id=str(b["id"]), suite=str(b["suite"]), dataset_dir=str(b["dataset_dir"]),
-                                       label=str(b.get("label", b["id"])), options=dict(b.get("options") or {}),
-                                       max_queries=b.get("max_queries"), corpus_sample=b.get("corpus_sample")))
+    for j, b in enumerate(r.list(cfg.get("benchmarks"), keypath + ("benchmarks",)) if "benchmarks" in cfg else []):
+        where = keypath + ("benchmarks", j)
+        if not isinstance(b, dict):
+            r.problems.add(where, f"a benchmark must be a mapping with 'id', 'suite' and 'dataset_dir', got {_show(b)}")
+            continue
+        r.mapping(b, where, BENCHMARK_KEYS)
+        bid = r.text(b, "id", where, required=True, names=True)
+        suite = r.text(b, "suite", where, required=True)
+        dataset_dir = r.text(b, "dataset_dir", where, required=True)
+        if bid is None or suite is None or dataset_dir is None:
+            continue
+        benchmarks.append(BenchmarkRef(id=bid, suite=suite, dataset_dir=dataset_dir,
+                                       label=r.text(b, "label", where, default=bid, names=True) or bid,
+                                       options=dict(r.mapping(b.get("options"), where + ("options",))),
+                                       max_queries=r.integer(b, "max_queries", where, minimum=1),
+                                       corpus_sample=r.integer(b, "corpus_sample", where, minimum=0)))
     ids = [b.id for b in benchmarks]
-    if len(set(ids)) != len(ids):
-        raise bad(f"scale {name!r}: duplicate benchmark ids")
-    aggregates = {str(k): [str(x) for x in v] for k, v in (cfg.get("aggregates") or {}).items()}
-    for agg, members in aggregates.items():
-        missing = sorted(set(members) - set(ids))
-        if missing:
-            raise bad(f"scale {name!r} aggregate {agg!r} names unknown benchmark(s) {', '.join(missing)}")
-    return ScaleConfig(name=name, model=str(cfg["model"]), data=data, train=dict(cfg.get("train") or {}),
-                       benchmarks=benchmarks, aggregates=aggregates, dry_run_only=bool(cfg.get("dry_run_only")))
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        r.problems.add(keypath + ("benchmarks",), f"duplicate benchmark id(s): {', '.join(dup)}")
+    aggregates: dict[str, list[str]] = {}
+    for agg, members in r.mapping(cfg.get("aggregates"), keypath + ("aggregates",)).items():
+        where = keypath + ("aggregates", agg)
+        members = r.list(members, where)
+        aggregates[str(agg)] = [str(x) for x in members]
+        missing = [m for m in aggregates[str(agg)] if m not in ids]
+        if missing and benchmarks:
+            hints = "".join(f" ({m!r}: did you mean {h!r}?)" for m in missing if (h := closest(m, ids)))
+            r.problems.add(where, f"aggregate {agg!r} names unknown benchmark(s) {', '.join(missing)}{hints}")
+    dry = cfg.get("dry_run_only", False)
+    if not isinstance(dry, bool):
+        r.problems.add(keypath + ("dry_run_only",), f"expected true or false, got {_show(dry)}")
+    return ScaleConfig(name=name, model=model or "", data=data, train=train, benchmarks=benchmarks,
+                       aggregates=aggregates, dry_run_only=dry is True)
+
+
+def _table(value: Any, r: _Reader) -> None:
+    """Keys of the ``table:`` section (its columns and rows are checked by harness.ablation.layout)."""
+    table = r.mapping(value, ("table",), TABLE_KEYS)
+    for name, layout in r.mapping(table.get("layouts"), ("table", "layouts")).items():
+        where = ("table", "layouts", name)
+        layout = r.mapping(layout, where, LAYOUT_KEYS)
+        for scale, cfg in r.mapping(layout.get("scales"), where + ("scales",)).items():
+            r.mapping(cfg, where + ("scales", scale), LAYOUT_SCALE_KEYS)

@@ -72,17 +72,28 @@ def _dry_run(suite, args) -> int:
     from harness.ablation.runner import SuiteRun
     from harness.method import get_method
 
-    runner = SuiteRun(suite, args.scale, args.results_root, args.cache_dir, load_data=False)
-    cfg = runner.config
+    from harness.ablation.resolve import resolve_data_entry, unresolved
+    from harness.ablation.validate import validate_plan
+
+    cfg = suite.scale(args.scale)
+    # A GPU-only scale is planned here without the user's data and models: check names and types only.
+    validate_plan(suite, args.scale, check_resources=not cfg.dry_run_only)
+    # Keys need the data fingerprint (hashing the data files, no weights loaded); only data behind an
+    # unset placeholder (a paper scale planned elsewhere) goes without, and its keys are marked so.
+    entries = [resolve_data_entry(e) for e in cfg.data]
+    has_data = not any(unresolved(e) for e in entries)
+    runner = SuiteRun(suite, args.scale, args.results_root, args.cache_dir, load_data=has_data)
     print(f"suite {suite.name} v{suite.version} at scale {args.scale}: {len(runner.train_cells)} training cells x "
           f"{len(cfg.benchmarks)} benchmarks; baseline {suite.baseline}; metrics {', '.join(suite.metrics)}")
-    print(f"training data: {', '.join(map(str, cfg.data))}")
+    print(f"training data: {', '.join(map(str, cfg.data))}"
+          + ("" if has_data else " (not available here: keys marked * leave the data out and differ from a real run's)"))
     total_hours = 0.0
     seen = {cell.key: cell.variant.id for cell in runner.train_cells}
     counted: set[str] = set()
     for cell in runner.train_cells:
         status = "done" if runner.is_trained(cell) else "pending"
-        line = f"  {cell.variant.id:<24} method={cell.method:<10} key={cell.key} [{status}]"
+        mark = "" if has_data or not cell.trains else "*"
+        line = f"  {cell.variant.id:<24} method={cell.method:<10} key={cell.key}{mark} [{status}]"
         if cell.trains:
             method = get_method(cell.method)
             line += _describe(cell.spec)
@@ -111,6 +122,11 @@ def _dry_run(suite, args) -> int:
             print(line)
     for b in cfg.benchmarks:
         print(f"  benchmark {b.id:<20} suite={b.suite:<10} {b.dataset_dir}")
+    if has_data and not cfg.dry_run_only:
+        # Evaluation keys need the benchmarks' protocol cards: load the data (no model).
+        stored = sum(runner.is_evaluated(c) for c in runner.eval_cells)
+        print(f"evaluations: {stored} of {len(runner.eval_cells)} stored"
+              + ("" if stored < len(runner.eval_cells) else " (the table can be rebuilt without compute)"))
     if total_hours:
         print(f"estimated training compute: {total_hours:.1f} GPU-hours (H100-class, 40% MFU; see harness/train/plan.py)")
     return 0

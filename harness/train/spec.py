@@ -7,8 +7,12 @@ that a resumed run can refuse a changed configuration.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import functools
 import hashlib
 import json
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -119,6 +123,13 @@ class TrainSpec:
     NON_RESULT_FIELDS = ("save_every", "keep_checkpoints", "log_every", "tensorboard", "progress")
 
     def __post_init__(self) -> None:
+        # Types first: a string where a number belongs would otherwise surface as a TypeError
+        # deep in validate() or in the trainer.
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, _coerce(getattr(self, f.name), _hints(TrainSpec)[f.name]))
+        problems = field_problems({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+        if problems:
+            raise ConfigError("train spec: " + "; ".join(f"{key}: {msg}" for key, msg in problems))
         if isinstance(self.lora, Mapping):
             self.lora = LoraSpec(**_known(LoraSpec, dict(self.lora), "lora"))
         if isinstance(self.adam_betas, list):
@@ -184,9 +195,13 @@ class TrainSpec:
         return TrainSpec.from_dict(data)
 
     def result_dict(self) -> dict[str, Any]:
+        """The fields that change the trained weights.  A local model folder stands here as the digest of
+        its files (:func:`model_identity`), so cache keys do not depend on where it lies (the cache
+        directory of a synthetic model, a user's checkout)."""
         out = self.to_dict()
         for key in self.NON_RESULT_FIELDS:
             out.pop(key, None)
+        out["model"] = model_identity(self.model)
         return out
 
     def fingerprint(self) -> str:
@@ -195,12 +210,142 @@ class TrainSpec:
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
+def model_identity(model: str) -> str:
+    """A local model folder or file: its content fingerprint (``local:<digest>``, every byte hashed, digests
+    remembered in the harness cache); a name (alias, hub id, ``bm25``) stays as written, since resolving it
+    would make keys depend on the installation or on what the hub cache holds."""
+    path = Path(str(model)).expanduser()
+    try:
+        local = path.exists()
+    except OSError:  # a name too long or odd for the file system is a name
+        local = False
+    if not local:
+        return str(model)
+    from harness.encoders.backbone import model_fingerprint
+
+    return model_fingerprint(str(path))
+
+
 def _known(cls, data: dict[str, Any], what: str) -> dict[str, Any]:
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - names)
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(data) - set(names))
     if unknown:
-        raise ConfigError(f"{what}: unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+        hints = "".join(f" ({u!r}: did you mean {s!r}?)" for u in unknown if (s := closest(u, names)))
+        raise ConfigError(f"{what}: unknown option(s) {', '.join(unknown)}{hints}; known: {', '.join(sorted(names))}")
     return data
+
+
+# ----------------------------------------------------------------------------- field types
+
+def closest(name: str, known: typing.Iterable[str]) -> str | None:
+    """The known name most like ``name`` (difflib), or None when nothing is close."""
+    match = difflib.get_close_matches(str(name), [str(k) for k in known], n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
+@functools.cache
+def _hints(cls) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def field_problems(data: Mapping[str, Any], cls: type = TrainSpec) -> list[tuple[str, str]]:
+    """``(key, problem)`` for every unknown key of ``data`` and every value of the wrong type for the
+    dataclass ``cls`` (TrainSpec by default; nested ``lora`` mappings are checked against LoraSpec).
+    Nothing is raised, so a caller can report every problem of a file at once."""
+    hints = _hints(cls)
+    problems: list[tuple[str, str]] = []
+    for key, value in data.items():
+        if key not in hints:
+            suggestion = closest(key, hints)
+            problems.append((str(key), "unknown option" + (f" (did you mean {suggestion!r}?)" if suggestion else "")))
+            continue
+        tp = hints[key]
+        value = _coerce(value, tp)
+        if _is_dataclass_type(tp) and isinstance(value, Mapping):
+            nested = _dataclass_in(tp)
+            problems.extend((f"{key}.{k}", msg) for k, msg in field_problems(value, nested))
+        elif not _matches(value, tp):
+            problems.append((str(key), f"expected {describe_type(tp)}, got {value!r} ({type(value).__name__})"))
+    return problems
+
+
+def _args(tp: Any) -> tuple[Any, ...]:
+    return typing.get_args(tp)
+
+
+def _is_union(tp: Any) -> bool:
+    return typing.get_origin(tp) in (typing.Union, types.UnionType)
+
+
+def _dataclass_in(tp: Any) -> type | None:
+    for option in (_args(tp) if _is_union(tp) else (tp,)):
+        if dataclasses.is_dataclass(option):
+            return option
+    return None
+
+
+def _is_dataclass_type(tp: Any) -> bool:
+    return _dataclass_in(tp) is not None
+
+
+def _coerce(value: Any, tp: Any) -> Any:
+    """YAML 1.1 reads ``1e-4`` as a string: accept numeric strings where a float belongs."""
+    options = _args(tp) if _is_union(tp) else (tp,)
+    if float in options and isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _matches(value: Any, tp: Any) -> bool:
+    if tp is Any:
+        return True
+    if _is_union(tp):
+        return any(_matches(value, option) for option in _args(tp))
+    if tp is type(None):
+        return value is None
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is str:
+        return isinstance(value, str)
+    if dataclasses.is_dataclass(tp):
+        return isinstance(value, (tp, Mapping))
+    origin, args = typing.get_origin(tp), _args(tp)
+    if origin is list:
+        return isinstance(value, (list, tuple)) and all(_matches(v, args[0]) for v in value)
+    if origin is tuple:
+        return (isinstance(value, (list, tuple)) and len(value) == len(args)
+                and all(_matches(v, a) for v, a in zip(value, args)))
+    if origin is dict:
+        return isinstance(value, Mapping) and all(_matches(k, args[0]) and _matches(v, args[1])
+                                                 for k, v in value.items())
+    return isinstance(value, tp) if isinstance(tp, type) else True
+
+
+def describe_type(tp: Any) -> str:
+    """A reader's name for a field type: ``an integer``, ``a number or null``, ``a list of strings``."""
+    if _is_union(tp):
+        return " or ".join(describe_type(a) for a in _args(tp))
+    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string", type(None): "null",
+             Any: "any value"}
+    if tp in names:
+        return names[tp]
+    if dataclasses.is_dataclass(tp):
+        return f"a mapping of {tp.__name__} fields"
+    origin, args = typing.get_origin(tp), _args(tp)
+    if origin is list:
+        return f"a list of {describe_type(args[0]).removeprefix('an ').removeprefix('a ')}s"
+    if origin is tuple:
+        return f"a list of {len(args)} numbers" if all(a is float for a in args) else f"a list of {len(args)} values"
+    if origin is dict:
+        return f"a mapping of {describe_type(args[0]).removeprefix('a ')} to {describe_type(args[1])}"
+    return getattr(tp, "__name__", str(tp))
 
 
 def load_spec_file(path: str | Path) -> dict[str, Any]:

@@ -1,0 +1,189 @@
+"""Checking a whole suite plan before any compute.
+
+``harness run`` (and its ``--dry-run``) calls :func:`validate_plan` before the first
+cell trains, so that a typo in the last variant or a missing dataset of the last
+benchmark fails in seconds, not after an hour of training.  Everything is checked and
+every problem reported in one :class:`~harness.ablation.problems.SuitePlanError`:
+
+* method names (registered, or ``none``), method options (unknown names with the closest
+  known one, values the method refuses) and the resolved TrainSpec of every variant;
+* metric names (:func:`harness.metrics.names.parse_metric`);
+* benchmark suite names (the benchmark registry) and dataset folders (they exist;
+  ``synthetic:`` specs resolve to a world);
+* training data entries (they exist) and models (:func:`harness.encoders.model_check.check_model`:
+  files present, no weights loaded);
+* table layouts.
+
+The file-level checks (unknown keys, types, stats settings) already ran when the suite
+was parsed.  With ``check_resources=False`` (the dry run of a GPU-only scale, planned on
+a machine without the user's data or models) folders and models are not checked.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.ablation.problems import Problems
+from harness.ablation.resolve import SYNTHETIC_PREFIX, resolve_data_entry, resolve_path, substitute, unresolved
+from harness.ablation.spec import NO_TRAINING, AblationSuite, closest
+from harness.errors import HarnessError
+
+
+def validate_plan(suite: AblationSuite, scale: str, *, check_resources: bool = True) -> None:
+    """Raise one SuitePlanError listing every problem of ``suite`` at ``scale``; return quietly otherwise."""
+    cfg = suite.scale(scale)
+    problems = Problems(suite.path, _lines(suite))
+    _metrics(suite, problems)
+    models = {cfg.model: ("scales", scale, "model")}
+    for i, variant in enumerate(suite.variants):
+        where = ("variants", i)
+        if variant.model:
+            models.setdefault(variant.model, where + ("model",))
+        if variant.method != NO_TRAINING:
+            _variant(suite, scale, i, problems)
+    for j, bench in enumerate(cfg.benchmarks):
+        _benchmark(bench, ("scales", scale, "benchmarks", j), problems, check_resources)
+    if check_resources:
+        for j, entry in enumerate(cfg.data):
+            _data_entry(entry, ("scales", scale, "data", j), problems)
+        for model, where in models.items():
+            _model(model, where, problems)
+    _layouts(suite, scale, problems)
+    problems.raise_if_any()
+
+
+def _lines(suite: AblationSuite) -> dict:
+    """The key lines of the suite file (read again: cheap, and AblationSuite stays plain data)."""
+    if suite.path is None or not Path(suite.path).exists():
+        return {}
+    from harness.ablation.yamlsafe import load_yaml
+
+    try:
+        return load_yaml(suite.path)[1]
+    except HarnessError:
+        return {}
+
+
+def _metrics(suite: AblationSuite, problems: Problems) -> None:
+    from harness.metrics.names import parse_metric
+
+    for i, name in enumerate(suite.metrics):
+        try:
+            parse_metric(name)
+        except HarnessError as exc:
+            problems.add(("metrics", i), str(exc))
+
+
+def _variant(suite: AblationSuite, scale: str, i: int, problems: Problems) -> None:
+    from harness.ablation.cells import variant_train_overrides
+    from harness.method import get_method, list_methods
+
+    variant = suite.variants[i]
+    where = ("variants", i)
+    known = list_methods()
+    if variant.method not in known:
+        hint = closest(variant.method, [*known, NO_TRAINING])
+        problems.add(where + ("method",), f"variant {variant.id!r}: unknown method {variant.method!r}"
+                     + (f" (did you mean {hint!r}?)" if hint else "") + f"; methods: {', '.join(known)}, {NO_TRAINING}")
+        return
+    method = get_method(variant.method)
+    option_names = list(method.default_options)
+    layers = [(where + ("options",), variant.options)]
+    layers += [(where + ("scales", s, "options"), c.get("options") or {}) for s, c in variant.scales.items()]
+    unknown_found = False
+    for keypath, options in layers:
+        for name in options:
+            if name not in option_names:
+                unknown_found = True
+                hint = closest(str(name), option_names)
+                problems.add(keypath, f"variant {variant.id!r}: method {variant.method!r} has no option {name!r}"
+                             + (f" (did you mean {hint!r}?)" if hint else "")
+                             + f"; options: {', '.join(option_names) or '(none)'}", at=keypath + (name,))
+    if unknown_found:
+        return
+    overrides = variant_train_overrides(suite, variant, scale)
+    try:
+        method.resolve_options(dict(overrides.get("method_options", {})))
+        preset = scale if scale in method.presets else ("tiny" if "tiny" in method.presets else None)
+        if preset is None:
+            problems.add(where + ("method",), f"method {variant.method!r} has no presets")
+            return
+        # The model name stands in for the resolved path: resolving a synthetic model would build it.
+        spec = method.spec(preset, **{**overrides, "model": variant.model or suite.scale(scale).model})
+        for dep in method.planned_dependencies(spec):
+            method_of = get_method(dep.method)
+            method_of.resolve_options(dict(dep.spec.method_options))
+    except HarnessError as exc:
+        problems.add(where, f"variant {variant.id!r} at scale {scale!r}: {exc}")
+
+
+def _benchmark(bench: Any, where: tuple, problems: Problems, check_resources: bool) -> None:
+    from harness.benchmark import list_suites
+
+    known = list_suites()
+    if bench.suite not in known:
+        hint = closest(bench.suite, known)
+        problems.add(where + ("suite",), f"benchmark {bench.id!r}: unknown benchmark suite {bench.suite!r}"
+                     + (f" (did you mean {hint!r}?)" if hint else "") + f"; suites: {', '.join(known)}")
+    if check_resources:
+        _folder(bench.dataset_dir, where + ("dataset_dir",), f"benchmark {bench.id!r}: dataset_dir", problems)
+
+
+def _data_entry(entry: Any, where: tuple, problems: Problems) -> None:
+    text = entry.get("path") if isinstance(entry, dict) else entry
+    if text is None:
+        return
+    if str(text).startswith(SYNTHETIC_PREFIX):
+        try:
+            resolve_data_entry(text)
+        except HarnessError as exc:
+            problems.add(where, f"training data {text!r}: {exc}")
+        return
+    _folder(str(text), where, "training data", problems, directory=False)
+
+
+def _folder(text: str, where: tuple, what: str, problems: Problems, directory: bool = True) -> None:
+    """A dataset folder (or file) that must exist; ``synthetic:`` specs must resolve."""
+    substituted = substitute(text)
+    names = unresolved(substituted)
+    if names:
+        variable = f"HARNESS_{names[0].upper()}"
+        problems.add(where, f"{what} {text!r} uses the placeholder {{{names[0]}}}: set {variable} to the folder "
+                            "it stands for")
+        return
+    try:
+        path = resolve_path(substituted)
+    except HarnessError as exc:
+        problems.add(where, f"{what} {text!r}: {exc}")
+        return
+    if not path.exists():
+        problems.add(where, f"{what}: {path} does not exist")
+    elif directory and not path.is_dir():
+        problems.add(where, f"{what}: {path} is not a folder")
+
+
+def _model(model: str, where: tuple, problems: Problems) -> None:
+    from harness.encoders.model_check import check_model
+
+    name = substitute(model)
+    names = unresolved(name)
+    if names:
+        problems.add(where, f"model {model!r} uses the placeholder {{{names[0]}}}: set "
+                            f"HARNESS_{names[0].upper()} to the folder it stands for")
+        return
+    try:
+        check_model(name)
+    except HarnessError as exc:
+        message = str(exc)
+        problems.add(where, message if model in message or name in message else f"model {model!r}: {message}")
+
+
+def _layouts(suite: AblationSuite, scale: str, problems: Problems) -> None:
+    from harness.ablation.layout import layout_names, load_layout
+
+    names, _default = layout_names(suite)
+    for name in names:
+        try:
+            load_layout(suite, scale, name)
+        except HarnessError as exc:
+            problems.add(("table", "layouts", name), str(exc))
