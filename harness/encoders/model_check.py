@@ -26,8 +26,8 @@ import json
 import os
 import re
 import struct
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from harness.errors import ConfigError, HarnessError, InputError
 
@@ -81,7 +81,9 @@ def check_model(name_or_path: str) -> None:
                                "or a hub id such as 'org/name')")
     snapshot = hub_snapshot(name)
     if snapshot is not None:
-        check_folder(snapshot, label=name)
+        # Online, transformers downloads whatever the snapshot lacks; offline it must be complete.
+        if is_offline():
+            check_folder(snapshot)
         return
     if is_offline():
         raise ConfigError(f"model {name!r}: not a local folder, and the hub id is not in the local Hugging Face "
@@ -140,10 +142,14 @@ def _check_synthetic(name: str) -> None:
                           f"{preset}() preset)")
 
 
-def check_folder(folder: Path, label: str | None = None) -> None:
+def check_folder(folder: Path) -> None:
     """Check a local model folder (full model, LoRA adapter, or a run workdir with ``final/``)."""
     folder = Path(folder)
-    if not any(folder.iterdir()):
+    try:
+        empty = not any(folder.iterdir())
+    except OSError as exc:
+        raise InputError(folder, f"cannot read the model folder ({exc.strerror}); check its permissions") from None
+    if empty:
         raise InputError(folder, "the model folder is empty; point --model at a saved model (config.json, "
                                  "weights, tokenizer), e.g. a training run's final/ folder")
     if is_run_dir(folder):
@@ -276,7 +282,8 @@ def load_errors(name: str) -> Iterator[None]:
     except Exception as exc:  # narrowed below; anything else is a bug and propagates unchanged
         from safetensors import SafetensorError
 
-        if not isinstance(exc, (SafetensorError, OSError, ValueError, json.JSONDecodeError, EnvironmentError)):
+        # OSError: missing/unreadable files, hub errors; ValueError: JSON, tokenizers, unknown architectures.
+        if not isinstance(exc, (SafetensorError, OSError, ValueError)):
             raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(name, f"could not load the model ({type(exc).__name__}: {first}); check that the folder "

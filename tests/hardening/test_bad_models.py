@@ -40,11 +40,9 @@ def dataset(tmp_path) -> Path:
     docs = {"d1": "the cat sat on the red book", "d2": "a dog runs by the river", "d3": "protein gene drug effect"}
     queries = {"q1": "cat book", "q2": "dog river"}
     with open(folder / "corpus.jsonl", "w", encoding="utf-8") as f:
-        for i, t in docs.items():
-            f.write(json.dumps({"_id": i, "title": "", "text": t}) + "\n")
+        f.writelines(json.dumps({"_id": i, "title": "", "text": t}) + "\n" for i, t in docs.items())
     with open(folder / "queries.jsonl", "w", encoding="utf-8") as f:
-        for i, t in queries.items():
-            f.write(json.dumps({"_id": i, "text": t}) + "\n")
+        f.writelines(json.dumps({"_id": i, "text": t}) + "\n" for i, t in queries.items())
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
     return folder
 
