@@ -10,10 +10,29 @@ and holds only what is unique to it.  The shared trainer
 (:class:`harness.train.trainer.Trainer`) runs the loop and calls these hooks, in
 this order, with a :class:`harness.train.context.TrainContext` ``ctx``:
 
+``representation_head(spec)``
+    before the model is built: the head that turns backbone outputs into
+    representations (None: dense pooling as the spec says; e.g. a
+    :class:`~harness.train.heads.SparseHead` for SPLADE term weights).
 ``configure(ctx)``
     once, before training or resuming: read ``ctx.options``, register weight-vector
     optimizers (``ctx.add_weight_optimizer``), load a frozen model
     (``ctx.load_frozen_model``), set sampler weights (``ctx.set_sampler_weights``).
+``run_episode(ctx, directory)``
+    before the training steps listed by ``episode_steps(spec)`` (default: every
+    ``episode_every`` steps): work between training stretches (re-encode the corpus,
+    re-mine negatives, re-cluster queries) with the current model; files go into
+    ``directory``.  A checkpoint is written just before each episode and the episode's
+    results belong in ``state_dict``, so a run killed during an episode redoes it.
+``make_batch(examples, ctx, micro_index)``
+    every micro-batch: the tokenized batch from the sampler's global draw (default:
+    query/positive/negatives rows); a method may build its own views (span pairs,
+    triplets) as a :class:`~harness.train.batching.ViewBatch`.
+``losses(encoded, ctx) -> (per_sample, group_ids)``
+    every micro-batch, from the representations of each view: the per-sample loss
+    vector and a group id per sample (default: InfoNCE with HN/IBN/CBN,
+    ``ctx.info_nce_losses``).  It must depend on the encoded views only (the gradient
+    cache differentiates it w.r.t. them).
 ``observe(out, ctx)``
     every micro-batch, after the per-sample losses ``out.losses`` (with
     ``out.group_ids``) exist, before the loss is formed: gather statistics
@@ -51,7 +70,9 @@ if TYPE_CHECKING:  # imported lazily: listing methods must not import torch
 
     from harness.data.collections import TrainingData
     from harness.encoders.base import Encoder
-    from harness.train.context import LossOutput, TrainContext
+    from harness.train.batching import Batch
+    from harness.train.context import EncodedBatch, LossOutput, TrainContext
+    from harness.train.heads import Head
     from harness.train.spec import TrainSpec
 
 def check_choice(owner: str, option: str, value: Any, choices: Sequence[str]) -> None:
@@ -119,8 +140,35 @@ class Method:
         return np.array([float(spec.dataset_weights.get(n, 0.0)) for n in data.names])
 
     # ------------------------------------------------------------------ hooks
+    # Run ``run_episode`` before every ``episode_every``-th step (0: never); see ``episode_steps``.
+    episode_every: ClassVar[int] = 0
+
+    def representation_head(self, spec: "TrainSpec") -> "Head | None":
+        """The model's representation head (None: the spec's dense pooling)."""
+        return None
+
     def configure(self, ctx: "TrainContext") -> None:
         """Called once before training/resuming."""
+
+    def episode_steps(self, spec: "TrainSpec") -> list[int]:
+        """Steps before which an episode runs (0 means before any training)."""
+        every = self.episode_every
+        return list(range(every, spec.steps, every)) if every > 0 else []
+
+    def run_episode(self, ctx: "TrainContext", directory: Path) -> None:
+        """Between-stretch work with the current model (``ctx.model``); deterministic given the
+        model and ``state_dict``, since a killed episode is redone from the checkpoint before it."""
+        raise ConfigError(f"method {self.name!r} schedules episodes but defines no run_episode")
+
+    def make_batch(self, examples: list[tuple[int, int]], ctx: "TrainContext", micro_index: int) -> "Batch":
+        """This rank's tokenized micro-batch from the global draw ``examples`` ((source, row) pairs)."""
+        from harness.train.batching import default_batch
+
+        return default_batch(examples, ctx, micro_index)
+
+    def losses(self, encoded: "EncodedBatch", ctx: "TrainContext") -> "tuple[torch.Tensor, torch.Tensor]":
+        """Per-sample losses (with graph) and group ids of this micro-batch (default: InfoNCE, HN/IBN/CBN)."""
+        return ctx.info_nce_losses(encoded)
 
     def observe(self, out: "LossOutput", ctx: "TrainContext") -> None:
         """Called per micro-batch before the loss is formed."""

@@ -314,7 +314,7 @@ class PEG(Method):
         self._sums += ctx.all_reduce_sum(local)
 
     def _record_rows(self, terms: PEGTerms, ctx: "TrainContext") -> None:
-        examples = torch.tensor(ctx.batch.examples, dtype=torch.float64).reshape(-1, 2)
+        examples = torch.tensor(ctx.query_batch().examples, dtype=torch.float64).reshape(-1, 2)
         values = torch.stack([terms.pos, terms.weights], 1).double().cpu()
         local = torch.cat([examples, values], 1)
         every = ctx.all_gather(local.to(terms.pos.device)).cpu()

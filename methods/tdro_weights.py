@@ -156,11 +156,11 @@ class TdroWeights(Method):
         import torch
 
         from harness.train import distributed as D
-        from harness.train.step import encode_chunks
+        from harness.train.encoding import encode_chunks
 
         if not self.reuse_tokens:
             return ctx.frozen_losses(self.frozen)
-        feats, chunk = ctx.batch.features, ctx.spec.gradcache_chunk_size
+        feats, chunk = ctx.query_batch().features, ctx.spec.gradcache_chunk_size
         with torch.no_grad():
             q, _ = encode_chunks(self.frozen.model, feats["query"], chunk, ctx.device, grad=False, autocast=ctx.autocast)
             p, _ = encode_chunks(self.frozen.model, feats["passage"], chunk, ctx.device, grad=False,

@@ -8,6 +8,11 @@ softmax ("mask").  The draws use a generator seeded by ``(seed, micro-batch inde
 and walk the *global* batch in order, so they do not depend on the number of ranks
 and need no checkpoint state.
 
+A method may build its own micro-batches (``Method.make_batch``: span pairs,
+triplets by cluster, language/topic batches): anything with the :class:`Batch`
+fields, e.g. a :class:`ViewBatch`.  The trainer encodes each tokenized *view* of the
+batch (``views``, in order) and hands the representations to the method's loss.
+
 Queries get ``instruction_template`` with the source's prompt (one drawn per example
 when the source lists several); with ``symmetric_doc_prompt`` the passages of
 symmetric sources get the same prefix (tDRO code, METHODS.md 0.2).
@@ -15,6 +20,7 @@ symmetric sources get the same prefix (tDRO code, METHODS.md 0.2).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
@@ -23,7 +29,38 @@ from harness.data.collections import TrainingData
 from harness.encoders.backbone import tokenize
 from harness.train.spec import TrainSpec
 
+if TYPE_CHECKING:
+    from harness.train.context import TrainContext
+
 _PICK_STREAM = 0x9E1
+Features = dict[str, torch.Tensor]
+
+
+class Batch(Protocol):
+    """What the trainer needs of a micro-batch on one rank."""
+
+    group_ids: np.ndarray                     # source (or other group) index per local sample
+    global_group_ids: np.ndarray | None       # per sample of the global batch: logged counts per source
+
+    @property
+    def views(self) -> dict[str, Features]:
+        """Tokenized inputs per view name, encoded in this order."""
+        ...
+
+    def __len__(self) -> int: ...
+
+
+@dataclass
+class ViewBatch:
+    """A method-built micro-batch: named tokenized views and a group per sample."""
+
+    views: dict[str, Features]
+    group_ids: np.ndarray
+    global_group_ids: np.ndarray | None = None
+    examples: list[tuple[int, int]] = field(default_factory=list)   # (source, row) per sample
+
+    def __len__(self) -> int:
+        return len(self.group_ids)
 
 
 @dataclass
@@ -38,10 +75,14 @@ class TrainBatch:
     passages_per_query: int
     examples: list[tuple[int, int]] = field(default_factory=list)   # (source, row) per query
     global_group_ids: np.ndarray | None = None                      # source per query of the global batch
-    features: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)  # "query"/"passage" tokenized
+    features: dict[str, Features] = field(default_factory=dict)  # "query"/"passage" tokenized
 
     def __len__(self) -> int:
         return len(self.queries)
+
+    @property
+    def views(self) -> dict[str, Features]:
+        return self.features
 
 
 def apply_template(template: str, prompt: str, text: str) -> str:
@@ -108,6 +149,12 @@ def tokenize_batch(batch: TrainBatch, tokenizer, spec: TrainSpec, append_eos: bo
     batch.features["query"] = dict(tokenize(tokenizer, batch.queries, spec.query_max_length, append_eos=append_eos))
     batch.features["passage"] = dict(tokenize(tokenizer, batch.passages, spec.doc_max_length, append_eos=append_eos))
     return batch
+
+
+def default_batch(examples: list[tuple[int, int]], ctx: "TrainContext", micro_index: int) -> TrainBatch:
+    """The trainer's default micro-batch: query/positive/negatives rows, prompted and tokenized."""
+    batch = build_batch(examples, ctx.data, ctx.spec, micro_index, ctx.rank, ctx.world_size)
+    return tokenize_batch(batch, ctx.tokenizer, ctx.spec, bool(ctx.encoding.get("append_eos", False)))
 
 
 def source_counts(group_ids: np.ndarray, names: list[str]) -> dict[str, int]:

@@ -12,7 +12,10 @@ run (spec, data, step, rank), the current micro-batch, and these services:
 * ``load_frozen_model(name)`` / ``frozen_losses(...)``: a second, frozen encoder run
   under no_grad on the same micro-batch (the tDRO reference model);
 * ``candidates(q, p)`` / ``per_sample_losses(q, p)``: the InfoNCE candidate scores and
-  per-sample losses under the spec (or other negative settings).
+  per-sample losses under the spec (or other negative settings);
+* ``info_nce_losses(encoded)``: the default per-sample loss of ``Method.losses``;
+* ``query_batch()``: the current micro-batch as the default query/passage rows (the
+  services above that need candidates or passages check this, not ``batch`` blindly).
 """
 from __future__ import annotations
 
@@ -24,7 +27,8 @@ import torch
 
 from harness.errors import ConfigError
 from harness.train import distributed as D
-from harness.train.batching import TrainBatch, tokenize_batch
+from harness.train.batching import Batch, TrainBatch, tokenize_batch
+from harness.train.encoding import encode_chunks
 from harness.train.losses import candidate_info_nce, candidate_mask, similarity_scores
 
 if TYPE_CHECKING:
@@ -49,22 +53,57 @@ class Candidates:
 
 
 @dataclass
-class LossOutput:
-    """Per-sample results of one micro-batch on one rank.
+class EncodedBatch:
+    """The representations of one micro-batch: one (rows, D) tensor per view of the batch.
 
-    ``losses`` carries the autograd graph (to the model, or to the cached embeddings
-    under the gradient cache); ``group_ids`` are source indices (long tensor).
-    ``candidates`` are the scores ``losses`` came from (the trainer fills them), so a
-    method that forms its own loss over the same candidates (PEG) needs no second
-    similarity matrix or passage gather.
+    Under the gradient cache they are leaf tensors, so a loss computed from them alone
+    is what the cache differentiates.  ``candidates`` is filled by the default InfoNCE
+    loss (:meth:`TrainContext.info_nce_losses`), so a method that forms another loss
+    over the same candidates (PEG) needs no second similarity matrix or passage gather.
+    """
+
+    views: dict[str, torch.Tensor]
+    candidates: Candidates | None = None
+
+    def __getitem__(self, view: str) -> torch.Tensor:
+        try:
+            return self.views[view]
+        except KeyError:
+            raise ConfigError(f"the encoded batch has no view {view!r}; views: {', '.join(self.views)}") from None
+
+
+@dataclass
+class LossOutput:
+    """Per-sample results of one micro-batch on one rank (what ``observe``/``reduce`` receive).
+
+    ``losses`` carries the autograd graph (to the model, or to the cached representations
+    under the gradient cache); ``group_ids`` are source (or other group) indices, a long
+    tensor; ``encoded`` holds the representations the losses came from.
     """
 
     losses: torch.Tensor
     group_ids: torch.Tensor
-    q: torch.Tensor
-    p: torch.Tensor
-    batch: TrainBatch
-    candidates: Candidates | None = None
+    encoded: EncodedBatch | None = None
+    batch: Batch | None = None
+
+    def _view(self, name: str) -> torch.Tensor:
+        if self.encoded is None:
+            raise ConfigError(f"this loss output holds no encoded {name} view")
+        return self.encoded[name]
+
+    @property
+    def q(self) -> torch.Tensor:
+        """Query representations (default batches)."""
+        return self._view("query")
+
+    @property
+    def p(self) -> torch.Tensor:
+        """Passage representations, ``passages_per_query`` per query (default batches)."""
+        return self._view("passage")
+
+    @property
+    def candidates(self) -> Candidates | None:
+        return None if self.encoded is None else self.encoded.candidates
 
 
 @dataclass
@@ -123,7 +162,8 @@ class TrainContext:
     world_size: int = 1
     step: int = 0                          # optimizer steps completed
     micro_step: int = 0                    # index of the current micro-batch within the step
-    batch: TrainBatch | None = None
+    batch: Batch | None = None
+    encoding: dict[str, Any] = field(default_factory=dict)   # pooling / normalize / append_eos of the model
     gradcache: bool = False
     autocast: Callable[[], Any] | None = None
     weight_optimizers: dict[str, WeightOptimizer] = field(default_factory=dict)
@@ -132,6 +172,22 @@ class TrainContext:
     def is_boundary(self) -> bool:
         """True on the last micro-batch of an optimizer step."""
         return self.micro_step == self.spec.grad_accum - 1
+
+    def query_batch(self) -> TrainBatch:
+        """The current micro-batch as query/passage rows; ConfigError outside a step or for a method-built batch."""
+        if self.batch is None:
+            raise ConfigError("no micro-batch: query/passage services are only available inside a training step")
+        if not isinstance(self.batch, TrainBatch):
+            raise ConfigError(f"the micro-batch is a {type(self.batch).__name__} with views "
+                              f"{', '.join(self.batch.views)}, not query/passage rows: the InfoNCE "
+                              "candidates need the default batch (or a method's own losses)")
+        return self.batch
+
+    def batch_group_ids(self) -> torch.Tensor:
+        """The group (source) id of each local sample of the current micro-batch, on this device."""
+        if self.batch is None:
+            raise ConfigError("no micro-batch: group ids are only available inside a training step")
+        return torch.as_tensor(self.batch.group_ids, device=self.device)
 
     # ---------------------------------------------------------------- collectives
     def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -198,13 +254,10 @@ class TrainContext:
     @torch.no_grad()
     def frozen_embeddings(self, frozen: FrozenModel) -> tuple[torch.Tensor, torch.Tensor]:
         """The frozen model's query and passage embeddings of the current micro-batch."""
-        if self.batch is None:
-            raise ConfigError("frozen_embeddings is only available inside a training step")
-        view = TrainBatch(self.batch.queries, self.batch.passages, self.batch.group_ids, self.batch.only_hn,
-                          self.batch.passage_valid, self.batch.passages_per_query)
+        batch = self.query_batch()
+        view = TrainBatch(batch.queries, batch.passages, batch.group_ids, batch.only_hn,
+                          batch.passage_valid, batch.passages_per_query)
         tokenize_batch(view, frozen.tokenizer, self.spec, frozen.encoding["append_eos"])
-        from harness.train.step import encode_chunks
-
         chunk = self.spec.gradcache_chunk_size
         q, _ = encode_chunks(frozen.model, view.features["query"], chunk, self.device, grad=False,
                              autocast=self.autocast)
@@ -219,6 +272,15 @@ class TrainContext:
         q, p = self.frozen_embeddings(frozen)
         return self.per_sample_losses(q, p, in_batch=in_batch, cross_batch=cross_batch, gather=D.all_gather_nograd)
 
+    def info_nce_losses(self, encoded: EncodedBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(per-sample InfoNCE, source ids)`` of the default batch under the spec's negatives
+        (METHODS.md 0.1); keeps the candidates on ``encoded`` for later hooks."""
+        batch = self.query_batch()
+        cand = self.candidates(encoded["query"], encoded["passage"])
+        encoded.candidates = cand
+        losses = candidate_info_nce(cand.sim, cand.allowed, cand.targets, self.spec.temperature)
+        return losses, torch.as_tensor(batch.group_ids, device=self.device)
+
     def per_sample_losses(self, q: torch.Tensor, p: torch.Tensor, *, in_batch: bool | None = None,
                           cross_batch: bool | None = None, gather: Callable = D.all_gather_with_grad
                           ) -> torch.Tensor:
@@ -230,7 +292,7 @@ class TrainContext:
                    cross_batch: bool | None = None, gather: Callable = D.all_gather_with_grad) -> Candidates:
         """The InfoNCE candidates of the local queries: their similarities to the passages of the
         group, the local batch, or every rank (gathered with gradient), with the candidate mask."""
-        spec, batch = self.spec, self.batch
+        spec, batch = self.spec, self.query_batch()
         in_batch = spec.in_batch_negatives if in_batch is None else in_batch
         cross_batch = spec.cross_batch_negatives if cross_batch is None else cross_batch
         valid = torch.as_tensor(batch.passage_valid, device=p.device)

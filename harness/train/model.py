@@ -16,8 +16,8 @@ import torch
 from torch import nn
 
 from harness.encoders.backbone import load_backbone, resolve_model
-from harness.encoders.pooling import pool
 from harness.errors import ConfigError
+from harness.train.heads import DenseHead, Head, load_backbone_for
 from harness.train.spec import TrainSpec
 
 log = logging.getLogger(__name__)
@@ -26,13 +26,15 @@ _FEATURE_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 class EmbeddingModel(nn.Module):
-    """``backbone`` + ``pool``; returns raw pooled embeddings (the loss applies cos/dot)."""
+    """``backbone`` + a representation head (default: ``pool`` + optional normalisation); returns raw
+    representations (the loss applies cos/dot)."""
 
-    def __init__(self, backbone: nn.Module, pooling: str, normalize: bool):
+    def __init__(self, backbone: nn.Module, pooling: str, normalize: bool, head: Head | None = None):
         super().__init__()
         self.backbone = backbone
         self.pooling = pooling
         self.normalize = normalize
+        self.head = head if head is not None else DenseHead(pooling, normalize)
         self._accepts_token_types = "token_type_ids" in _forward_args(backbone)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
@@ -40,11 +42,7 @@ class EmbeddingModel(nn.Module):
         kwargs: dict[str, Any] = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None and self._accepts_token_types:
             kwargs["token_type_ids"] = token_type_ids
-        hidden = self.backbone(**kwargs).last_hidden_state
-        emb = pool(hidden, attention_mask, self.pooling)
-        if self.normalize:
-            emb = torch.nn.functional.normalize(emb, dim=-1)
-        return emb
+        return self.head(self.backbone(**kwargs), attention_mask)
 
 
 def _forward_args(module: nn.Module) -> set[str]:
@@ -75,10 +73,14 @@ def resolved_encoding(spec: TrainSpec) -> dict[str, Any]:
     return {"path": path, "pooling": pooling, "normalize": bool(normalize), "append_eos": bool(append_eos)}
 
 
-def build_model(spec: TrainSpec, model_name: str | None = None, trainable: bool = True):
-    """Load the backbone for ``spec`` and return ``(EmbeddingModel, tokenizer, encoding dict)``."""
+def build_model(spec: TrainSpec, model_name: str | None = None, trainable: bool = True, head: Head | None = None):
+    """Load the backbone for ``spec`` and return ``(EmbeddingModel, tokenizer, encoding dict)``.
+
+    ``head`` (a method's representation head) decides the backbone class (e.g. with an
+    MLM head for sparse weights); None is the dense pooling of the spec."""
     enc = resolved_encoding(spec if model_name is None else spec.replace(model=model_name))
-    backbone, tokenizer, _ = load_backbone(model_name or spec.model)
+    name = model_name or spec.model
+    backbone, tokenizer, _ = load_backbone(name) if head is None else load_backbone_for(name, head)
     if getattr(backbone.config, "use_cache", None):
         backbone.config.use_cache = False   # decoders: no KV cache while training
     if trainable and spec.gradient_checkpointing:
@@ -94,7 +96,7 @@ def build_model(spec: TrainSpec, model_name: str | None = None, trainable: bool 
         cfg = LoraConfig(r=spec.lora.r, lora_alpha=spec.lora.alpha, lora_dropout=spec.lora.dropout,
                          target_modules=spec.lora.target_modules, bias="none")
         backbone = get_peft_model(backbone, cfg)
-    model = EmbeddingModel(backbone, enc["pooling"], enc["normalize"])
+    model = EmbeddingModel(backbone, enc["pooling"], enc["normalize"], head)
     if not trainable:
         model.eval()
         model.requires_grad_(False)

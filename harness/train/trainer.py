@@ -2,13 +2,17 @@
 ``accelerate launch`` / ``torchrun``), with the method hooks of METHODS.md section 7.
 
 Per optimizer step: ``grad_accum`` micro-batches, each drawn by the weighted sampler
-(the same draw on every rank; each rank takes its slice), prompted and tokenized,
-encoded (optionally through the gradient cache), scored with InfoNCE per sample
-(hard + in-batch + cross-batch negatives), handed to the method hooks, and
-backpropagated; then gradient clipping, AdamW and the LR schedule.
+(the same draw on every rank; each rank takes its slice), built by the method
+(default: prompted, tokenized query/positive/negatives rows), encoded view by view
+through the method's representation head (optionally through the gradient cache),
+turned into per-sample losses by the method (default: InfoNCE with hard + in-batch +
+cross-batch negatives), handed to the method hooks, and backpropagated; then gradient
+clipping, AdamW and the LR schedule.  Before the steps the method lists, an episode
+runs (``Method.run_episode``), preceded by a checkpoint so a kill during it redoes it.
 
 ``workdir`` layout: ``run.json`` (spec, method, data; a resumed run must match),
-``train_log.jsonl``, ``checkpoints/step-*/`` (resumable), ``final/`` (the trained model
+``train_log.jsonl``, ``checkpoints/step-*/`` (resumable), ``episodes/step-*/`` (what
+episodes wrote), ``final/`` (the trained model
 folder for :class:`~harness.encoders.hf.HFEncoder`), ``method/`` (method outputs),
 ``done.json`` (written last: the run is finished).
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -27,7 +32,6 @@ import torch
 from harness.errors import ConfigError
 from harness.io import atomic_dir, atomic_write_json
 from harness.train import distributed as D
-from harness.train.batching import build_batch, tokenize_batch
 from harness.train.checkpoint import (MODEL_DIR, latest_checkpoint, load_checkpoint, rng_state, save_checkpoint,
                                       set_rng_state)
 from harness.train.context import TrainContext
@@ -42,6 +46,7 @@ log = logging.getLogger(__name__)
 RUN_FILE = "run.json"
 FINAL_DIR = "final"
 METHOD_DIR = "method"
+EPISODE_DIR = "episodes"
 _MIXED = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
 
 
@@ -139,8 +144,14 @@ class Trainer:
                              total_steps=spec.steps, tensorboard=spec.tensorboard, progress=spec.progress)
         started = time.time()
         last_saved = start
+        episodes = self._episode_steps()
         try:
             for step in range(start, spec.steps):
+                if step in episodes:
+                    if step != last_saved:
+                        self._save(step)       # a kill during the episode resumes here and redoes it
+                        last_saved = step
+                    self._episode(step)
                 record = self._train_step(step)
                 self.step_losses.append(record["loss"])
                 logger.write(record, persist=(step + 1) % spec.log_every == 0 or step + 1 == spec.steps)
@@ -162,7 +173,8 @@ class Trainer:
         self._check_workdir()
         spec.micro_batch_size(acc.num_processes)  # validates divisibility
         set_seed(spec.seed)
-        self.model, self.tokenizer, self.enc = build_model(spec)
+        self.head = self.method.representation_head(spec)
+        self.model, self.tokenizer, self.enc = build_model(spec, head=self.head)
         self.model.to(acc.device)
         optimizer = self._optimizer(self.model)
         self.scheduler = make_scheduler(optimizer, spec.steps, spec.warmup_steps, spec.schedule, spec.min_lr_ratio)
@@ -177,7 +189,7 @@ class Trainer:
         self.ctx = TrainContext(spec=spec, data=self.data, model=self.model, tokenizer=self.tokenizer,
                                 device=acc.device, options=self.method.resolve_options(dict(spec.method_options)),
                                 sampler=self.sampler, rank=acc.process_index, world_size=acc.num_processes,
-                                autocast=acc.autocast if mixed else None)
+                                autocast=acc.autocast if mixed else None, encoding=dict(self.enc))
         self.method.configure(self.ctx)
         self.wrapped, self.optimizer = acc.prepare(self.model, optimizer)
 
@@ -202,14 +214,14 @@ class Trainer:
         for micro in range(spec.grad_accum):
             ctx.micro_step = micro
             examples = self.sampler.next_batch()
-            batch = build_batch(examples, self.data, spec, step * spec.grad_accum + micro, acc.process_index, world)
-            ctx.batch = tokenize_batch(batch, self.tokenizer, spec, self.enc["append_eos"])
+            batch = ctx.batch = self.method.make_batch(examples, ctx, step * spec.grad_accum + micro)
             res = run_micro_batch(self.wrapped, ctx, self.method, backward=acc.backward, sync=sync,
                                   step_weights=step_weights, gradcache_chunk=spec.gradcache_chunk_size,
                                   loss_scale=loss_scale)
             loss_sum += res.loss
             sample_sum += res.mean_sample_loss
-            counts += np.bincount(batch.global_group_ids, minlength=len(self.data))
+            groups = batch.global_group_ids if batch.global_group_ids is not None else batch.group_ids
+            counts += np.bincount(groups, minlength=len(self.data))
         grad_norm = None
         if spec.max_grad_norm > 0:
             grad_norm = float(acc.clip_grad_norm_(self.wrapped.parameters(), spec.max_grad_norm))
@@ -234,7 +246,38 @@ class Trainer:
                 "instruction_template": self.spec.instruction_template if self.spec.use_instructions else "",
                 "spec": self.spec.result_dict(), "spec_fingerprint": self.spec.fingerprint(),
                 "data": [{"name": d["name"], "rows": d["rows"]} for d in self.data.describe()],
-                "data_fingerprint": self.data.fingerprint()}
+                "data_fingerprint": self.data.fingerprint(),
+                **({"head": self.head.describe()} if self.head is not None else {})}
+
+    # ------------------------------------------------------------------ episodes
+    def _episode_steps(self) -> set[int]:
+        steps = sorted(set(self.method.episode_steps(self.spec)))
+        bad = [s for s in steps if not isinstance(s, int) or not 0 <= s < self.spec.steps]
+        if bad:
+            raise ConfigError(f"method {self.method.name!r}: episode steps {bad} are not steps of a "
+                              f"{self.spec.steps}-step run (0 .. {self.spec.steps - 1})")
+        return set(steps)
+
+    def _episode(self, step: int) -> None:
+        """Run the method's episode before ``step`` into a fresh ``episodes/step-*`` folder.
+
+        The episode draws from its own RNG (forked, seeded by the run seed and the step), so
+        the training stream is the same with or without a redone episode."""
+        directory = self.workdir / EPISODE_DIR / f"step-{step:08d}"
+        if self.acc.is_main_process:
+            if directory.exists():
+                shutil.rmtree(directory)       # a redone episode starts clean
+            directory.mkdir(parents=True)
+        D.barrier()
+        ctx = self.ctx
+        ctx.step, ctx.batch = step, None
+        devices = [self.acc.device] if self.acc.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(self.spec.seed * 1_000_003 + step)
+            started = time.time()
+            self.method.run_episode(ctx, directory)
+        D.barrier()
+        log.info("episode before step %d took %.1fs", step, time.time() - started)
 
     def _save(self, step: int) -> None:
         acc, ctx = self.acc, self.ctx

@@ -78,7 +78,7 @@ def test_candidates_reproduce_the_trainers_infonce(tiny_nodrop):
     spec, model, tok, enc = load_tiny(tiny_nodrop, batch_size=len(EXAMPLES), temperature=0.05)
     ctx = step_context(spec, make_data(), model, tok, enc, EXAMPLES)
     from harness.train.losses import info_nce
-    from harness.train.step import encode_chunks
+    from harness.train.encoding import encode_chunks
 
     q, _ = encode_chunks(model, ctx.batch.features["query"], None, ctx.device, grad=False)
     p, _ = encode_chunks(model, ctx.batch.features["passage"], None, ctx.device, grad=False)

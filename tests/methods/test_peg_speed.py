@@ -58,7 +58,7 @@ def test_loss_step_cost_at_the_paper_batch_shape(benchmark):
     import torch
 
     from harness.train.batching import TrainBatch
-    from harness.train.context import LossOutput, TrainContext
+    from harness.train.context import EncodedBatch, LossOutput, TrainContext
     from harness.train.losses import candidate_info_nce
     from harness.train.spec import TrainSpec
     from methods.peg import PEG
@@ -80,7 +80,8 @@ def test_loss_step_cost_at_the_paper_batch_shape(benchmark):
         q, p = q0.clone().requires_grad_(True), p0.clone().requires_grad_(True)
         cand = ctx.candidates(q, p)
         losses = candidate_info_nce(cand.sim, cand.allowed, cand.targets, spec.temperature)
-        return LossOutput(losses, torch.zeros(queries, dtype=torch.long), q, p, batch, cand)
+        encoded = EncodedBatch({"query": q, "passage": p}, cand)
+        return LossOutput(losses, torch.zeros(queries, dtype=torch.long), encoded, batch)
 
     def vanilla():
         trainer_losses().losses.mean().backward()

@@ -67,7 +67,7 @@ def test_options_are_validated():
 def _out(losses, groups):
     from harness.train.context import LossOutput
 
-    return LossOutput(torch.tensor(losses), torch.tensor(groups), None, None, None)
+    return LossOutput(torch.tensor(losses), torch.tensor(groups))
 
 
 def test_loss_reweighting_multiplies_by_k_alpha():

@@ -1,0 +1,110 @@
+"""Representation heads: backbone outputs -> one representation per text.
+
+A method picks its head with ``Method.representation_head(spec)`` (None: the dense
+head the spec describes).  A head also says which transformers class the backbone
+is loaded with (``backbone_kind``), because a sparse head needs vocabulary logits:
+
+* :class:`DenseHead`: ``cls`` / ``mean`` / ``last`` pooling of the last hidden
+  states, optionally L2-normalised (the trainer's default, METHODS.md 0.2);
+* :class:`SparseHead`: SPLADE term weights (METHODS.md 4.1)
+  ``w_j = max_i log(1 + relu(logit_ij))`` over the non-padding tokens (special tokens
+  included), from an MLM head (``backbone_kind="masked-lm"``) or a decoder's LM head
+  (``"causal-lm"``, Echo-Mistral-SPLADE); ``aggregation="sum"`` is the sum variant.
+
+Heads hold no parameters of their own (the MLM/LM head is part of the backbone), so
+saved model folders and checkpoints are the backbone's alone.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from harness.encoders.pooling import pool
+from harness.errors import ConfigError
+
+# Which ``transformers`` auto class loads the backbone a head reads from.
+BACKBONE_CLASSES = {"base": "AutoModel", "masked-lm": "AutoModelForMaskedLM", "causal-lm": "AutoModelForCausalLM"}
+AGGREGATIONS = ("max", "sum")
+
+
+class Head(nn.Module):
+    """Turns a backbone's forward outputs (and the attention mask) into a (B, D) representation."""
+
+    backbone_kind: str = "base"          # a key of BACKBONE_CLASSES
+
+    def forward(self, outputs: Any, attention_mask: torch.Tensor) -> torch.Tensor:   # pragma: no cover
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        """What ``training.json`` records about the head."""
+        return {"type": type(self).__name__}
+
+
+class DenseHead(Head):
+    """Pooled last hidden states (``cls``/``mean``/``last``), L2-normalised if ``normalize``."""
+
+    def __init__(self, pooling: str, normalize: bool):
+        super().__init__()
+        self.pooling, self.normalize = pooling, normalize
+
+    def forward(self, outputs: Any, attention_mask: torch.Tensor) -> torch.Tensor:
+        emb = pool(outputs.last_hidden_state, attention_mask, self.pooling)
+        if self.normalize:
+            emb = torch.nn.functional.normalize(emb, dim=-1)
+        return emb
+
+    def describe(self) -> dict[str, Any]:
+        return {"type": "dense", "pooling": self.pooling, "normalize": self.normalize}
+
+
+def splade_pool(logits: torch.Tensor, attention_mask: torch.Tensor, aggregation: str = "max") -> torch.Tensor:
+    """(B, L, V) vocabulary logits -> (B, V) SPLADE weights over the unmasked tokens.
+
+    The activations are >= 0, so zeroing the padding positions before the max (or sum)
+    excludes them exactly (naver/splade multiplies by the mask the same way).
+    """
+    if aggregation not in AGGREGATIONS:
+        raise ConfigError(f"unknown SPLADE aggregation {aggregation!r}; choose one of {', '.join(AGGREGATIONS)}")
+    act = torch.log1p(torch.relu(logits)) * attention_mask.unsqueeze(-1).to(logits.dtype)
+    return act.amax(dim=1) if aggregation == "max" else act.sum(dim=1)
+
+
+class SparseHead(Head):
+    """SPLADE term weights from the backbone's MLM head (or a decoder's LM head with ``lm="causal"``)."""
+
+    def __init__(self, aggregation: str = "max", lm: str = "masked"):
+        super().__init__()
+        if lm not in ("masked", "causal"):
+            raise ConfigError(f"sparse head: lm must be 'masked' or 'causal', got {lm!r}")
+        splade_pool(torch.zeros(1, 1, 1), torch.ones(1, 1), aggregation)    # validates the aggregation
+        self.aggregation, self.lm = aggregation, lm
+        self.backbone_kind = f"{lm}-lm"
+
+    def forward(self, outputs: Any, attention_mask: torch.Tensor) -> torch.Tensor:
+        logits = getattr(outputs, "logits", None)
+        if logits is None:
+            raise ConfigError("sparse head: the backbone returned no vocabulary logits (load it with an LM head)")
+        return splade_pool(logits, attention_mask, self.aggregation)
+
+    def describe(self) -> dict[str, Any]:
+        return {"type": "sparse", "aggregation": self.aggregation, "lm": self.lm}
+
+
+def load_backbone_for(name: str, head: Head):
+    """``(model, tokenizer, defaults)`` with the auto class ``head`` needs (``AutoModel`` for dense heads)."""
+    import transformers
+
+    from harness.encoders.backbone import load_backbone, resolve_model
+
+    if head.backbone_kind == "base":
+        return load_backbone(name)
+    if head.backbone_kind not in BACKBONE_CLASSES:
+        raise ConfigError(f"head {type(head).__name__}: unknown backbone kind {head.backbone_kind!r}")
+    path, defaults = resolve_model(name)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    model = getattr(transformers, BACKBONE_CLASSES[head.backbone_kind]).from_pretrained(path)
+    return model, tokenizer, defaults
