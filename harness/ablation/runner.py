@@ -261,14 +261,16 @@ def _has_gpu() -> bool:
 
 def run_suite(suite: AblationSuite, scale: str = "tiny", results_root: str | Path = "results", *,
               shard: tuple[int, int] = (1, 1), only: list[str] | None = None,
-              cache_dir: str | Path | None = None, progress: bool = True) -> SuiteOutcome:
+              cache_dir: str | Path | None = None, progress: bool = True, validate: bool = True) -> SuiteOutcome:
     """Run (or resume) every cell of this shard, then write the table if the suite is complete.
 
     The whole plan is validated first (:func:`harness.ablation.validate.validate_plan`): every problem
-    is reported at once, before the first cell trains or anything is written."""
+    is reported at once, before the first cell trains or anything is written (``validate=False``: the
+    caller did, e.g. with :func:`harness.ablation.validate.load_validated`)."""
     from harness.ablation.validate import validate_plan
 
-    validate_plan(suite, scale)
+    if validate:
+        validate_plan(suite, scale)
     runner = SuiteRun(suite, scale, results_root, cache_dir, progress)
     cells = shard_filter(runner.train_cells, shard)
     if only:

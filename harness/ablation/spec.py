@@ -119,8 +119,9 @@ def list_suite_files(directory: Path = SUITES_DIR) -> dict[str, Path]:
     return {p.stem: p for p in sorted(directory.glob("*.yaml"))}
 
 
-def load_suite(name_or_path: str | Path) -> AblationSuite:
-    """Load a suite by name (``suites/ablations/<name>.yaml``) or from a path."""
+def load_suite(name_or_path: str | Path, problems: Problems | None = None) -> AblationSuite:
+    """Load a suite by name (``suites/ablations/<name>.yaml``) or from a path.  With ``problems``, the
+    file's problems are added there (for the caller to report with the plan's) instead of raised."""
     from harness.ablation.yamlsafe import load_yaml
 
     path = Path(name_or_path)
@@ -134,7 +135,7 @@ def load_suite(name_or_path: str | Path) -> AblationSuite:
     if not path.exists():
         raise InputError(path, "suite file does not exist")
     raw, lines = load_yaml(path)
-    return parse_suite(raw, path, lines)
+    return parse_suite(raw, path, lines, problems)
 
 
 # Top-level keys starting with this are extension fields: holders for YAML anchors (``x-stage1: &stage1``),
@@ -236,10 +237,18 @@ def _show(value: Any) -> str:
     return f"{text if len(text) <= 60 else text[:57] + '...'} ({type(value).__name__})"
 
 
-def parse_suite(raw: Any, path: Path | None = None, lines: dict | None = None) -> AblationSuite:
+def parse_suite(raw: Any, path: Path | None = None, lines: dict | None = None,
+                problems: Problems | None = None) -> AblationSuite:
     """Build an :class:`AblationSuite` from a loaded suite file; every problem of the file (unknown keys
-    with the closest known key, wrong types, dangling ids, bad stats settings) is reported at once."""
-    problems = Problems(path, lines)
+    with the closest known key, wrong types, dangling ids, bad stats settings) is reported at once.
+
+    With ``problems`` they are added there and the suite is returned as far as it could be built
+    (entries without their required keys left out), so plan validation can add its own."""
+    collect = problems is not None
+    if problems is None:
+        problems = Problems(path, lines)
+    else:
+        problems.path, problems.lines = path, lines or {}
     r = _Reader(problems)
     if not isinstance(raw, dict):
         problems.add((), f"a suite file must be a mapping, got {_show(raw)}")
@@ -288,7 +297,8 @@ def parse_suite(raw: Any, path: Path | None = None, lines: dict | None = None) -
         if not isinstance(m, str):
             problems.add(("metrics", i), f"expected a metric name, got {_show(m)}")
     _table(raw.get("table"), r)
-    problems.raise_if_any()
+    if not collect:
+        problems.raise_if_any()
     raw = {k: v for k, v in raw.items() if not str(k).startswith(EXTENSION_PREFIX)}
     return AblationSuite(name=str(name), version=int(version or 1), description=str(description or "").strip(),
                          baseline=str(baseline), variants=variants, metrics=metrics, stats=stats, scales=scales,

@@ -29,10 +29,31 @@ from harness.ablation.spec import NO_TRAINING, AblationSuite, closest
 from harness.errors import HarnessError
 
 
-def validate_plan(suite: AblationSuite, scale: str, *, check_resources: bool = True) -> None:
-    """Raise one SuitePlanError listing every problem of ``suite`` at ``scale``; return quietly otherwise."""
+def load_validated(name_or_path: str | Path, scale: str, *, dry_run: bool = False) -> AblationSuite:
+    """Load a suite and validate its plan at ``scale``: the file's problems and the plan's in one error.
+    A dry run of a GPU-only scale checks no folders or models (they are on the machines it is planned for)."""
+    from harness.ablation.spec import load_suite
+
+    problems = Problems()
+    suite = load_suite(name_or_path, problems)
+    if scale not in suite.scales:
+        hint = closest(scale, suite.scales)
+        problems.add(("scales",), f"suite {suite.name!r} has no scale {scale!r}"
+                     + (f" (did you mean {hint!r}?)" if hint else "") + f"; scales: {', '.join(suite.scales)}")
+        problems.raise_if_any()
+    check_resources = not (dry_run and suite.scale(scale).dry_run_only)
+    # Specs are built only from a clean file: their errors would repeat the file's type problems.
+    validate_plan(suite, scale, check_resources=check_resources, problems=problems, build_specs=not problems)
+    return suite
+
+
+def validate_plan(suite: AblationSuite, scale: str, *, check_resources: bool = True,
+                  problems: Problems | None = None, build_specs: bool = True) -> None:
+    """Raise one SuitePlanError listing every problem of ``suite`` at ``scale`` (and those already in
+    ``problems``); return quietly otherwise."""
     cfg = suite.scale(scale)
-    problems = Problems(suite.path, _lines(suite))
+    if problems is None:
+        problems = Problems(suite.path, _lines(suite))
     _metrics(suite, problems)
     models = {cfg.model: ("scales", scale, "model")}
     for i, variant in enumerate(suite.variants):
@@ -40,7 +61,7 @@ def validate_plan(suite: AblationSuite, scale: str, *, check_resources: bool = T
         if variant.model:
             models.setdefault(variant.model, where + ("model",))
         if variant.method != NO_TRAINING:
-            _variant(suite, scale, i, problems)
+            _variant(suite, scale, i, problems, build_specs)
     for j, bench in enumerate(cfg.benchmarks):
         _benchmark(bench, ("scales", scale, "benchmarks", j), problems, check_resources)
     if check_resources:
@@ -74,14 +95,20 @@ def _metrics(suite: AblationSuite, problems: Problems) -> None:
             problems.add(("metrics", i), str(exc))
 
 
-def _variant(suite: AblationSuite, scale: str, i: int, problems: Problems) -> None:
+def _variant(suite: AblationSuite, scale: str, i: int, problems: Problems, build_spec: bool) -> None:
     from harness.ablation.cells import variant_train_overrides
     from harness.method import get_method, list_methods
 
     variant = suite.variants[i]
     where = ("variants", i)
     known = list_methods()
-    if variant.method not in known:
+    if ":" in variant.method:   # a package.module:Class reference (a method from another package)
+        try:
+            get_method(variant.method)
+        except HarnessError as exc:
+            problems.add(where + ("method",), f"variant {variant.id!r}: {exc}")
+            return
+    elif variant.method not in known:
         hint = closest(variant.method, [*known, NO_TRAINING])
         problems.add(where + ("method",), f"variant {variant.id!r}: unknown method {variant.method!r}"
                      + (f" (did you mean {hint!r}?)" if hint else "") + f"; methods: {', '.join(known)}, {NO_TRAINING}")
@@ -99,7 +126,7 @@ def _variant(suite: AblationSuite, scale: str, i: int, problems: Problems) -> No
                 problems.add(keypath, f"variant {variant.id!r}: method {variant.method!r} has no option {name!r}"
                              + (f" (did you mean {hint!r}?)" if hint else "")
                              + f"; options: {', '.join(option_names) or '(none)'}", at=keypath + (name,))
-    if unknown_found:
+    if unknown_found or not build_spec:
         return
     overrides = variant_train_overrides(suite, variant, scale)
     try:
@@ -118,10 +145,15 @@ def _variant(suite: AblationSuite, scale: str, i: int, problems: Problems) -> No
 
 
 def _benchmark(bench: Any, where: tuple, problems: Problems, check_resources: bool) -> None:
-    from harness.benchmark import list_suites
+    from harness.benchmark import get_suite, list_suites
 
     known = list_suites()
-    if bench.suite not in known:
+    if ":" in bench.suite:   # a package.module:Class reference (a suite from another package)
+        try:
+            get_suite(bench.suite)
+        except HarnessError as exc:
+            problems.add(where + ("suite",), f"benchmark {bench.id!r}: {exc}")
+    elif bench.suite not in known:
         hint = closest(bench.suite, known)
         problems.add(where + ("suite",), f"benchmark {bench.id!r}: unknown benchmark suite {bench.suite!r}"
                      + (f" (did you mean {hint!r}?)" if hint else "") + f"; suites: {', '.join(known)}")

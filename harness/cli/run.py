@@ -47,11 +47,15 @@ def run(args: argparse.Namespace) -> int:
             suite = load_suite(path)
             print(f"{name:<14} scales: {', '.join(suite.scales):<20} {suite.description.splitlines()[0] if suite.description else ''}")
         return 0
-    suite = load_suite(args.suite)
+    from harness.ablation.validate import load_validated
+
+    # The whole plan (file, variants, options, metrics, benchmarks, data, models) is checked before any
+    # compute; every problem is reported at once (exit 2).
+    suite = load_validated(args.suite, args.scale, dry_run=args.dry_run)
     if args.dry_run:
         return _dry_run(suite, args)
     outcome = run_suite(suite, args.scale, args.results_root, shard=args.shard, only=args.only,
-                        cache_dir=args.cache_dir, progress=not args.no_progress)
+                        cache_dir=args.cache_dir, progress=not args.no_progress, validate=False)
     if not outcome.main_process:
         print(f"suite {suite.name} ({args.scale}): training done; {outcome.pending[0]}", file=sys.stderr)
         return 0
@@ -73,11 +77,8 @@ def _dry_run(suite, args) -> int:
     from harness.method import get_method
 
     from harness.ablation.resolve import resolve_data_entry, unresolved
-    from harness.ablation.validate import validate_plan
 
     cfg = suite.scale(args.scale)
-    # A GPU-only scale is planned here without the user's data and models: check names and types only.
-    validate_plan(suite, args.scale, check_resources=not cfg.dry_run_only)
     # Keys need the data fingerprint (hashing the data files, no weights loaded); only data behind an
     # unset placeholder (a paper scale planned elsewhere) goes without, and its keys are marked so.
     entries = [resolve_data_entry(e) for e in cfg.data]
