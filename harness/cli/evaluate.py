@@ -53,10 +53,19 @@ def run_evaluate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     result = evaluate(qrels, run, metrics, relevance_threshold=args.relevance_threshold,
                       exclude_self=args.exclude_self, complete=args.complete)
     if args.format == "json":
-        out.write(json.dumps(result.to_json(per_query=args.per_query), indent=2) + "\n")
+        write_in_pieces(out, json.dumps(result.to_json(per_query=args.per_query), indent=2) + "\n")
     else:
-        out.write(format_table(result, per_query=args.per_query))
+        write_in_pieces(out, format_table(result, per_query=args.per_query))
     return 0
+
+
+def write_in_pieces(out: TextIO, text: str, piece: int = 1 << 16) -> None:
+    """Write ``text`` in 64 KiB pieces: when the reader of a pipe has gone (``| head``), the next
+    piece fails with BrokenPipeError and the command stops (some kernels accept one huge write()
+    to a pipe nobody reads, silently)."""
+    for start in range(0, len(text), piece):
+        out.write(text[start:start + piece])
+        out.flush()
 
 
 def _yes_no(flag: bool) -> str:

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import math
 import re
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 from harness.errors import InputError
 from harness.io.files import open_text
@@ -87,7 +89,7 @@ def input_errors(path: str | Path, line: int | None = None) -> Iterator[None]:
 def gzip_problem(exc: BaseException) -> str:
     if isinstance(exc, EOFError):
         return "compressed data ends early (truncated .gz file)"
-    if isinstance(exc, gzip.BadGzipFile) and "magic" in str(exc).lower():
+    if isinstance(exc, gzip.BadGzipFile) and str(exc).startswith("Not a gzipped file"):
         return "not a gzip file, although its name ends in .gz"
     return f"corrupt gzip data ({exc})"
 
@@ -111,7 +113,7 @@ def iter_input_lines(path: str | Path, what: str = "file") -> Iterator[tuple[int
     (as trec_eval's), a ``\\r`` before it is dropped."""
     with open_input(path, what) as handle, input_errors(path):
         for line_no, raw in enumerate(_split_lf(handle), start=1):
-            yield line_no, raw[:-1] if raw.endswith("\r") else raw
+            yield line_no, raw.removesuffix("\r")
 
 
 def _split_lf(handle: IO[str], block: int = 1 << 20) -> Iterator[str]:
@@ -128,8 +130,7 @@ def _split_lf(handle: IO[str], block: int = 1 << 20) -> Iterator[str]:
 
 def split_lines(text: str) -> list[str]:
     """``text`` split into lines at ``\\n`` (a final newline ends the last line, not a new one)."""
-    if text.endswith("\n"):
-        text = text[:-1]
+    text = text.removesuffix("\n")
     return text.split("\n") if text else []
 
 
@@ -184,8 +185,8 @@ def parse_trec_score(text: str, path: str | Path | None, line: int | None) -> fl
         read = f"only {value!r} from its prefix {prefix!r}" if prefix else "it as 0"
         raise InputError(path, f"score {text!r} is not a number (trec_eval's atof would silently read {read})", line)
     value = _c_double(text)
-    if value != value or value in (float("inf"), float("-inf")):
-        why = "overflows a 64-bit float" if value == value and "inf" not in text.lower() else "NaN or infinite"
+    if not math.isfinite(value):
+        why = "NaN or infinite" if math.isnan(value) or "inf" in text.lower() else "overflows a 64-bit float"
         raise InputError(path, f"score {text!r} is not finite ({why})", line)
     return value
 

@@ -14,6 +14,7 @@ from harness.cli import main
 from harness.data import Qrels, Run, load_beir, read_corpus, read_qrels, read_queries, read_run, read_training_rows
 from harness.data import write_qrels, write_run
 from harness.errors import InputError
+from harness.io.readers import UNICODE_ONLY_WHITESPACE, check_id, parse_trec_relevance, parse_trec_score
 
 
 def write(path: Path, text: str) -> Path:
@@ -226,3 +227,94 @@ def test_evaluate_cli_bad_run_exits_2(tmp_path, capsys):
     assert main(["evaluate", "--qrels", str(qrels), "--run", str(run), "-m", "ndcg@10"]) == 2
     captured = capsys.readouterr()
     assert f"{run}:1: score 'nan' is not finite" in captured.err and captured.out == ""
+
+
+# --------------------------------------------------------------------------- trec_eval-exact parsing (harness/io/readers.py)
+
+
+@pytest.mark.parametrize(("token", "value"), [
+    ("1", 1.0), ("-2.5", -2.5), ("+.5", 0.5), ("5.", 5.0), ("1e-3", 0.001), ("1E+2", 100.0),
+    ("0x1p-1", 0.5), ("-0X10", -16.0), ("1e-400", 0.0), ("0.1", 0.1),
+])
+def test_scores_accepted_with_strtods_value(token, value):
+    assert parse_trec_score(token, "r", 1) == value
+
+
+@pytest.mark.parametrize(("token", "read"), [
+    ("1_000", "only 1.0 from its prefix '1'"), ("0.5x", "only 0.5 from its prefix '0.5'"),
+    ("1e", "only 1.0 from its prefix '1'"), ("1,5", "only 1.0 from its prefix '1'"),
+    ("high", "it as 0"), ("\u0661", "it as 0"), ("\uff11", "it as 0"),   # Arabic-Indic and full-width digits
+])
+def test_scores_atof_would_truncate_are_refused(token, read):
+    with pytest.raises(InputError, match="is not a number") as info:
+        parse_trec_score(token, "r", 3)
+    assert info.value.line == 3 and info.value.problem.endswith(f"(trec_eval's atof would silently read {read})")
+
+
+@pytest.mark.parametrize(("token", "why"), [("1e400", "overflows a 64-bit float"), ("-1e309", "overflows"),
+                                            ("nan", "NaN or infinite"), ("-Infinity", "NaN or infinite"),
+                                            ("0x1p99999", "overflows")])
+def test_non_finite_scores_say_why(token, why):
+    with pytest.raises(InputError, match="is not finite") as info:
+        parse_trec_score(token, "r", 1)
+    assert why in info.value.problem
+
+
+@pytest.mark.parametrize(("token", "value"), [("0", 0), ("2", 2), ("-1", -1), ("+3", 3), ("2.0", 2), ("1.", 1),
+                                              (str(2 ** 63 - 1), 2 ** 63 - 1), (str(-(2 ** 63)), -(2 ** 63))])
+def test_labels_accepted_with_atols_value(token, value):
+    assert parse_trec_relevance(token, "q", 1) == value
+
+
+@pytest.mark.parametrize(("token", "fragment"), [
+    ("1.5", "only 1 from its prefix '1'"), ("2e1", "only 2 from its prefix '2'"), ("1e30", "only 1"),
+    ("rel", "read it as 0"), (str(2 ** 63), "out of range"), ("9" * 30, "out of range"), ("-" + "9" * 30, "out of range"),
+])
+def test_labels_atol_would_misread_are_refused(token, fragment):
+    with pytest.raises(InputError) as info:
+        parse_trec_relevance(token, "q", 4)
+    assert fragment in info.value.problem and info.value.line == 4
+
+
+def test_unicode_only_whitespace_is_what_python_splits_on_and_c_does_not():
+    python_only = "".join(chr(c) for c in range(0x110000) if chr(c).isspace() and chr(c) not in " \t\n\r\x0b\x0c")
+    assert python_only == UNICODE_ONLY_WHITESPACE
+
+
+@pytest.mark.parametrize("bad", ["a b", "a\tb", "a\u3000b", "a\xa0", "\u2028x", "a\x00b", "x\x1b"])
+def test_ids_with_whitespace_or_control_characters_are_refused(bad):
+    with pytest.raises(InputError, match="contains whitespace or a control character"):
+        check_id(bad, "f", 1, "document id")
+    assert check_id("d#1_é-中", "f", 1, "document id") == "d#1_é-中"
+
+
+def test_run_lines_split_on_newline_only(tmp_path):
+    """A U+2028 or \\x85 inside a line must not start a new line (str.splitlines would) and shift
+    every later line number: it is refused with the line it is on."""
+    path = write(tmp_path / "run.trec", "q1 Q0 a 1 0.5 t\nq1 Q0 b 2 0.4 t\u2028x\nq1 Q0 c 3 0.3 t\n")
+    expect_error(lambda: read_run(path), path, 2, "whitespace character U+2028 at column 16")
+
+
+def test_crlf_files_read_like_lf(tmp_path):
+    run = read_run(write(tmp_path / "run.trec", "q1 Q0 a 1 0.5 t\r\nq1 Q0 b 2 0.4 t\r\n"))
+    qrels = read_qrels(write(tmp_path / "q.tsv", "query-id\tcorpus-id\tscore\r\nq1\ta\t1\r\n"))
+    assert run.doc_ids.tolist() == ["a", "b"] and qrels.to_dict() == {"q1": {"a": 1}}
+
+
+def test_a_corpus_id_with_a_space_is_refused_before_it_reaches_a_run(tmp_path):
+    """Accepted before, the id 'd 2' was written to run.trec.gz as two fields and the stored run
+    could not be read back; now the corpus line is refused."""
+    path = write(tmp_path / "corpus.jsonl", jsonl([{"_id": "d1", "text": "a"}, {"_id": "d 2", "text": "b"}]))
+    expect_error(lambda: read_corpus(path), path, 2, "document id 'd 2' contains whitespace")
+
+
+def test_non_utf8_and_broken_gzip_name_line_and_offset(tmp_path):
+    path = tmp_path / "queries.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"_id": "q1", "text": "a"}\n{"_id": "q2", "text": "\xc3\x28"}\n'))
+    expect_error(lambda: read_queries(path), path, 2, "not valid UTF-8: byte 0xc3 at byte offset 50")  # 27 + 23
+    trunc = tmp_path / "t.trec.gz"
+    trunc.write_bytes(gzip.compress(b"1 0 a 1\n" * 1000)[:30])
+    expect_error(lambda: read_qrels(trunc), trunc, None, "truncated .gz file")
+    (tmp_path / "d.jsonl").mkdir()
+    expect_error(lambda: read_training_rows(tmp_path / "d.jsonl"), tmp_path / "d.jsonl", None,
+                 "training file is a directory, expected a file")
