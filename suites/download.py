@@ -192,7 +192,7 @@ def _extract_tar(archive: Path, staging: Path, name: str) -> None:
                 member.mode = (member.mode & 0o755) | (0o600 if member.isfile() else 0o700)
                 member.uid, member.gid, member.uname, member.gname = os.getuid(), os.getgid(), "", ""
                 safe.append(member)
-            tf.extractall(staging, members=safe)  # noqa: S202 - members checked and sanitised above
+            tf.extractall(staging, members=safe)  # members checked and sanitised above
 
 
 class Ledger:

@@ -150,7 +150,7 @@ def load_checkpoint(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     if trainer_state.get("format") != FORMAT:
         raise InputError(path / TRAINER_STATE, f"checkpoint format {trainer_state.get('format', 1)} was written "
                          f"by an older version of the harness (this version reads format {FORMAT}); delete "
-                         f"{path} to retrain from the previous checkpoint or from the start")
+                         f"{path.parent} (all its checkpoints share the old format) to retrain from the start")
     saved_world = int(trainer_state.get("world_size", 1))
     if saved_world != D.world_size():
         raise ConfigError(f"{path}: written by {saved_world} process(es), resuming with {D.world_size()}; "
@@ -175,8 +175,8 @@ def _load_state(file: Path) -> dict[str, Any]:
                          "loaded); if an older version of the harness wrote it, delete its folder to retrain, "
                          "and never resume checkpoints from an untrusted source") from None
     except (RuntimeError, EOFError, OSError, ValueError) as exc:  # truncated or not a torch file at all
-        raise InputError(file, f"not a readable checkpoint ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
-                         "delete its folder to retrain") from None
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(file, f"not a readable checkpoint ({reason}); delete its folder to retrain") from None
     if not isinstance(state, dict):
         raise InputError(file, f"not a checkpoint state (a {type(state).__name__}, expected a mapping)")
     return state

@@ -17,8 +17,16 @@ from trainutil import make_data, make_tiny_bert
 
 from harness.cli import main
 from harness.errors import InputError
-from harness.train.checkpoint import (FORMAT, TRAINER_STATE, check_plain, checkpoint_name, latest_checkpoint,
-                                      load_checkpoint, rng_state, set_rng_state)
+from harness.train.checkpoint import (
+    FORMAT,
+    TRAINER_STATE,
+    check_plain,
+    checkpoint_name,
+    latest_checkpoint,
+    load_checkpoint,
+    rng_state,
+    set_rng_state,
+)
 
 
 @pytest.fixture(scope="module")
