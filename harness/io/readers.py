@@ -105,7 +105,9 @@ def open_input(path: str | Path, what: str = "file") -> Iterator[IO[str]]:
 def read_input_text(path: str | Path, what: str = "file") -> str:
     """The whole decoded text of an input file (see :func:`open_input`)."""
     with open_input(path, what) as handle, input_errors(path):
-        return handle.read()
+        text = handle.read()
+    _refuse_bom(text, path)
+    return text
 
 
 def iter_input_lines(path: str | Path, what: str = "file") -> Iterator[tuple[int, str]]:
@@ -113,7 +115,16 @@ def iter_input_lines(path: str | Path, what: str = "file") -> Iterator[tuple[int
     (as trec_eval's), a ``\\r`` before it is dropped."""
     with open_input(path, what) as handle, input_errors(path):
         for line_no, raw in enumerate(_split_lf(handle), start=1):
+            if line_no == 1:
+                _refuse_bom(raw, path)
             yield line_no, raw.removesuffix("\r")
+
+
+def _refuse_bom(text: str, path: str | Path) -> None:
+    """A byte-order mark would become part of the first id (trec_eval keeps it too): refuse it
+    rather than read a query id that matches nothing."""
+    if text.startswith("\ufeff"):
+        raise InputError(path, "starts with a byte-order mark (U+FEFF); save the file as UTF-8 without BOM", 1)
 
 
 def _split_lf(handle: IO[str], block: int = 1 << 20) -> Iterator[str]:

@@ -161,6 +161,8 @@ CASES = {
                       "field '_id' must be a string or an integer, got an object"),
     "lone-surrogate": Case(_eval("corpus.jsonl", corpus=jsonl(['{"_id": "d1", "text": "a\\ud800b"}'])), 1,
                            "lone UTF-16 surrogate"),
+    "byte-order-mark": Case(_evaluate(run=b"\xef\xbb\xbf" + TREC_RUN), 1, "starts with a byte-order mark (U+FEFF)"),
+    "bom-corpus": Case(_eval("corpus.jsonl", corpus=b"\xef\xbb\xbf" + jsonl(GOOD_CORPUS)), 1, "byte-order mark"),
     "score-1_000": Case(_evaluate(run=b"q1 Q0 d1 1 1_000 sys\n"), 1,
                         "score '1_000' is not a number (trec_eval's atof would silently read only 1.0 from its "
                         "prefix '1')"),
