@@ -11,10 +11,12 @@ WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu 
          "upsilon phi chi psi omega river mountain forest ocean desert valley island canyon glacier meadow").split()
 
 
-def make_tiny_bert(directory: Path, dropout: float = 0.1, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
-    """Save a random BERT (``hidden`` wide, ``layers`` deep) with the real MiniLM tokenizer."""
+def make_tiny_bert(directory: Path, dropout: float = 0.1, hidden: int = 32, layers: int = 2, seed: int = 0,
+                   mlm: bool = False) -> Path:
+    """Save a random BERT (``hidden`` wide, ``layers`` deep; with its MLM head if ``mlm``) with the real
+    MiniLM tokenizer."""
     import torch
-    from transformers import AutoTokenizer, BertConfig, BertModel
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel
 
     from harness.encoders.backbone import resolve_model
 
@@ -24,7 +26,7 @@ def make_tiny_bert(directory: Path, dropout: float = 0.1, hidden: int = 32, laye
                      num_attention_heads=2, intermediate_size=2 * hidden, max_position_embeddings=256,
                      hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     torch.manual_seed(seed)
-    BertModel(cfg).save_pretrained(str(directory))
+    (BertForMaskedLM if mlm else BertModel)(cfg).save_pretrained(str(directory))
     tokenizer.save_pretrained(str(directory))
     return directory
 
@@ -49,8 +51,8 @@ def make_data(n_sources: int = 3, rows: int = 12, negs: int = 2, seed: int = 0, 
     return TrainingData(sources)
 
 
-def load_tiny(model_dir: str, **spec_overrides):
-    """``(spec, model, tokenizer, enc)`` for a tiny model directory (fp32, CPU)."""
+def load_tiny(model_dir: str, head=None, **spec_overrides):
+    """``(spec, model, tokenizer, enc)`` for a tiny model directory (fp32, CPU), with a representation ``head``."""
     from harness.train.model import build_model
     from harness.train.spec import TrainSpec
 
@@ -59,7 +61,7 @@ def load_tiny(model_dir: str, **spec_overrides):
               gradient_checkpointing=False, progress=False)
     kw.update(spec_overrides)
     spec = TrainSpec(**kw)
-    model, tokenizer, enc = build_model(spec)
+    model, tokenizer, enc = build_model(spec, head=head)
     return spec, model, tokenizer, enc
 
 
