@@ -83,6 +83,7 @@ class Registry(Generic[T]):
         self._descriptions: dict[str, str] = {}
         self._discovered = False
         self._discovering = False
+        self._entry_points: set[tuple[str, str]] = set()   # (name, value) already loaded
 
     # ------------------------------------------------------------------ registering
     def register(self, name: str, obj: T, description: str | None = None) -> T:
@@ -145,17 +146,23 @@ class Registry(Generic[T]):
         return f"unknown {self.kind} {name!r}{hint}known: {', '.join(known) or '(none)'}"
 
     # ------------------------------------------------------------------ discovery
-    def discover(self, force: bool = False) -> None:
-        """Import the built-in modules and load the entry points (once, unless ``force``)."""
-        if (self._discovered and not force) or self._discovering:
+    def discover(self) -> None:
+        """Import the built-in modules (once) and load entry points not loaded yet.
+
+        Entry points are scanned again on every call that needs them (a miss, a listing): the
+        scan is cheap, and a package installed into a running process is then found too."""
+        if self._discovering:
             return
         self._discovering = True   # a built-in module may look names up while it is imported
         try:
-            for module in self._builtins:
-                _import_package(module)
+            if not self._discovered:
+                for module in self._builtins:
+                    _import_package(module)
+                self._discovered = True
             for ep in importlib.metadata.entry_points(group=self.group):
-                self._load_entry_point(ep)
-            self._discovered = True
+                if (ep.name, ep.value) not in self._entry_points:
+                    self._load_entry_point(ep)
+                    self._entry_points.add((ep.name, ep.value))
         finally:
             self._discovering = False
 

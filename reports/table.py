@@ -311,16 +311,3 @@ def layout(table: Table) -> Layout:
         row_header=table.row_header,
     )
 
-
-def render_markdown(table: Table) -> str:
-    """GitHub Markdown (see :mod:`reports.markdown`)."""
-    from reports.markdown import render_markdown as render
-
-    return render(table)
-
-
-def render_latex(table: Table, **options) -> str:
-    """LaTeX with booktabs (see :mod:`reports.latex`)."""
-    from reports.latex import render_latex as render
-
-    return render(table, **options)

@@ -162,7 +162,7 @@ def results_table(suite: AblationSuite, scale: str, results_root: str | Path, la
     from harness.stats.compare import TEST_NAMES
     from harness.stats.correction import CORRECTION_NAMES
     from harness.stats.suite import ComparisonReport, apply_correction, compare_suite
-    from harness.stats.tables import GAIN_MARK, LOSS_MARK, metric_label
+    from reports.comparison import GAIN_MARK, LOSS_MARK, metric_label
     from harness.store import load_result
     from reports.table import Cell, Column, Row, Table
 

@@ -19,23 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
+from harness.synthetic.refs import SYNTHETIC_PREFIX, TINY_MODEL_KINDS, resolve_synthetic_model  # noqa: F401
+from harness.synthetic.refs import world_spec as _world_spec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SYNTHETIC_PREFIX = "synthetic:"
-TINY_MODEL_KINDS = {"tiny-bert": "bert", "tiny-decoder": "decoder"}
 
 
 def shared_root() -> Path:
     return Path(os.environ.get("HARNESS_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
-
-
-def _world_spec(preset: str):
-    from harness.synthetic import WorldSpec
-
-    factory = getattr(WorldSpec, preset, None)
-    if factory is None or not callable(factory):
-        raise ConfigError(f"unknown synthetic world preset {preset!r} (WorldSpec has no {preset}() preset)")
-    return factory()
 
 
 def synthetic_world(preset: str) -> Path:
@@ -109,9 +100,4 @@ def resolve_model(name: str) -> str:
     """A model name; ``synthetic:<preset>/tiny-bert`` becomes the path of the generated tiny model."""
     if not name.startswith(SYNTHETIC_PREFIX):
         return substitute(name)
-    preset, _, kind = name[len(SYNTHETIC_PREFIX):].partition("/")
-    if kind not in TINY_MODEL_KINDS:
-        raise ConfigError(f"synthetic model {name!r}: expected synthetic:<preset>/tiny-bert or .../tiny-decoder")
-    from harness.synthetic import tiny_model_dir
-
-    return str(tiny_model_dir(_world_spec(preset), kind=TINY_MODEL_KINDS[kind]))
+    return resolve_synthetic_model(name)

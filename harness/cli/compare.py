@@ -202,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         text = json.dumps(report.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     else:
-        from harness.stats.tables import comparison_table
+        from reports.comparison import comparison_table
         from reports.latex import render_latex
         from reports.markdown import render_markdown
 

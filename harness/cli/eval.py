@@ -28,8 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--model", required=True, help="'bm25', an alias ('minilm'), a local model path or a hub id")
     p.add_argument("--dataset-dir", required=True, type=Path, help="dataset folder")
-    p.add_argument("--suite", default=None, help="protocol to evaluate under (beir, miracl, mkqa, cmteb, dureader, "
-                   "synthetic); default: generic BEIR-layout protocol with the default metrics")
+    from harness.cli.data import suite_help
+
+    p.add_argument("--suite", default=None,
+                   help=suite_help("default: generic BEIR-layout protocol with the default metrics"))
     p.add_argument("--split", default=None, help="qrels split (default: the suite's)")
     p.add_argument("--dataset", default=None, help="dataset name within the suite (default: the folder name)")
     p.add_argument("--language", default=None, help="language code (MIRACL/MKQA; default from the folder)")

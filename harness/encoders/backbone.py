@@ -59,7 +59,7 @@ def resolve_model(name: str) -> tuple[str, ModelDefaults]:
         return str(resolver()), defaults
     if name.startswith("synthetic:"):
         # synthetic:<preset>/tiny-bert: generated into the cache on first use (deterministic).
-        from harness.ablation.resolve import resolve_model as resolve_synthetic
+        from harness.synthetic.refs import resolve_synthetic_model as resolve_synthetic
 
         name = resolve_synthetic(name)
     path = Path(name).expanduser()

@@ -130,8 +130,8 @@ def hub_snapshot(repo_id: str, revision: str | None = None) -> Path | None:
 
 def _check_synthetic(name: str) -> None:
     """``synthetic:<preset>/<kind>``: validated without generating the model (that happens on load)."""
-    from harness.ablation.resolve import TINY_MODEL_KINDS
     from harness.synthetic import WorldSpec
+    from harness.synthetic.refs import TINY_MODEL_KINDS
 
     preset, _, kind = name[len(SYNTHETIC_PREFIX):].partition("/")
     if kind not in TINY_MODEL_KINDS:

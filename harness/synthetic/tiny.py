@@ -30,10 +30,13 @@ import json
 import re
 import unicodedata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.errors import ConfigError
 from harness.io import atomic_dir
-from harness.synthetic.world import World
+
+if TYPE_CHECKING:   # annotations only: the writer imports both modules (no import cycle)
+    from harness.synthetic.world import World
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[EOS]")
 KINDS = ("bert", "decoder")

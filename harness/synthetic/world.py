@@ -5,7 +5,6 @@ import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from harness.synthetic.domains import DomainData, generate_domain
 from harness.synthetic.spec import GENERATOR_VERSION, WorldSpec
@@ -97,11 +96,6 @@ class World:
         for data in self.domains.values():
             words.update(w.lower() for w in re.findall(r"\w+", data.spec.prompt))
         return sorted(words)
-
-    def write(self, directory: str | Path, overwrite: bool = True) -> Path:
-        """Write the world atomically (see :func:`harness.synthetic.writer.write_world`)."""
-        from harness.synthetic.writer import write_world
-        return write_world(self, directory, overwrite=overwrite)
 
 
 def make_world(spec: WorldSpec | None = None, seed: int = 0) -> World:

@@ -103,7 +103,7 @@ def world_dir(spec: WorldSpec | None = None, seed: int = 0, cache_root_dir: str 
     spec = spec or WorldSpec.default()
     fingerprint = world_fingerprint(spec, seed)
     directory = resolve_cache_root(cache_root_dir) / "synthetic" / f"{spec.name}-{fingerprint[:16]}"
-    return materialise(directory, fingerprint, lambda d: make_world(spec, seed).write(d))
+    return materialise(directory, fingerprint, lambda d: write_world(make_world(spec, seed), d))
 
 
 def default_world_dir(cache_root: str | Path | None = None) -> Path:

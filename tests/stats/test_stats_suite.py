@@ -223,7 +223,7 @@ def test_stratified_ci_of_a_single_dataset_equals_plain_bootstrap_distribution_s
 # ---------------------------------------------------------------- table model
 
 def test_comparison_table_rows_columns_and_markers():
-    from harness.stats.tables import GAIN_MARK, LOSS_MARK, comparison_table, metric_label
+    from reports.comparison import GAIN_MARK, LOSS_MARK, comparison_table, metric_label
 
     n = 50
     qids = [f"q{i}" for i in range(n)]
@@ -252,7 +252,7 @@ def test_comparison_table_latex_compiles_with_pdflatex(tmp_path):
     import shutil
     import subprocess
 
-    from harness.stats.tables import comparison_table
+    from reports.comparison import comparison_table
     from reports.latex import render_latex
 
     exe = shutil.which("pdflatex")

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from harness.synthetic import WorldSpec, make_tiny_model, make_world
+from harness.synthetic import WorldSpec, make_tiny_model, make_world, write_world
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -22,7 +22,7 @@ def peg_world():
 
 @pytest.fixture(scope="session")
 def world_dir(world, tmp_path_factory):
-    return world.write(tmp_path_factory.mktemp("world") / "default")
+    return write_world(world, tmp_path_factory.mktemp("world") / "default")
 
 
 @pytest.fixture(scope="session")
