@@ -14,9 +14,10 @@ entry point group or a ``package.module:Class`` reference in a suite file.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from harness.data.beir import BeirDataset
 from harness.data.run import Run

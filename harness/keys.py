@@ -22,7 +22,7 @@ def content_key(obj: Any) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:KEY_LENGTH]
 
 
-def train_run_config(method: str, spec: "TrainSpec", data_fingerprint: str | None) -> dict[str, Any]:
+def train_run_config(method: str, spec: TrainSpec, data_fingerprint: str | None) -> dict[str, Any]:
     """What identifies a training run: its content key is ``content_key`` of this.  Suite cells and
     method dependencies (``Method.run_key``) use the same config, so they share runs."""
     return {"method": method, "spec": spec.result_dict(), "data": data_fingerprint}

@@ -78,9 +78,9 @@ def test_entry_points_are_found_after_installation(tmp_path, monkeypatch):
 
 def test_builtin_registries_and_a_plugged_metric():
     from harness.benchmark import SUITES
-    from harness.metrics import METRICS, MetricKind, evaluate, register_metric
-    from harness.method import METHODS
     from harness.data import Qrels, Run
+    from harness.method import METHODS
+    from harness.metrics import METRICS, MetricKind, evaluate, register_metric
 
     assert {"uniform", "tdro", "tdro-weights", "peg"} <= set(METHODS.names())
     assert {"beir", "miracl", "mkqa", "cmteb", "dureader", "synthetic"} <= set(SUITES.names())

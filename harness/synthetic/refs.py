@@ -25,6 +25,6 @@ def resolve_synthetic_model(name: str) -> str:
     preset, _, kind = name[len(SYNTHETIC_PREFIX):].partition("/")
     if kind not in TINY_MODEL_KINDS:
         raise ConfigError(f"synthetic model {name!r}: expected synthetic:<preset>/tiny-bert or .../tiny-decoder")
-    from harness.synthetic import tiny_model_dir   # heavy (tokenizers): only when a model is needed
+    from harness.synthetic import tiny_model_dir  # heavy (tokenizers): only when a model is needed
 
     return str(tiny_model_dir(world_spec(preset), kind=TINY_MODEL_KINDS[kind]))

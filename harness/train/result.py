@@ -32,7 +32,7 @@ class Checkpoint:
                 "info": self.info}
 
     @classmethod
-    def load(cls, workdir: str | Path) -> "Checkpoint":
+    def load(cls, workdir: str | Path) -> Checkpoint:
         """The finished run in ``workdir`` (raises ConfigError if training did not finish)."""
         workdir = Path(workdir)
         done = workdir / DONE_FILE
