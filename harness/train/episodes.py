@@ -27,10 +27,12 @@ def encode_texts(ctx: "TrainContext", texts: Sequence[str], max_length: int, bat
                  prompt: str = "") -> torch.Tensor:
     """Representations (CPU, fp32) of ``texts`` from the model being trained, in eval mode (no dropout).
 
-    The model's train/eval mode is restored afterwards; no gradient is recorded.
+    The train/eval mode of every submodule is restored afterwards (one flag for the whole model
+    would not do: a backbone may sit in eval mode inside a wrapper in train mode); no gradient
+    is recorded.
     """
     model = ctx.model
-    was_training = model.training
+    modes = [(module, module.training) for module in model.modules()]
     model.eval()
     try:
         out = []
@@ -43,4 +45,5 @@ def encode_texts(ctx: "TrainContext", texts: Sequence[str], max_length: int, bat
         hidden = 0 if not out else out[0].shape[1]
         return torch.cat(out) if out else torch.zeros(0, hidden)
     finally:
-        model.train(was_training)
+        for module, training in modes:
+            module.training = training
