@@ -126,6 +126,12 @@ def training_plan(spec: TrainSpec, data, method, world_size: int | None = None, 
                      for s, w in zip(data.sources, weights)],
         "spec_fingerprint": spec.fingerprint(), "data_fingerprint": data.fingerprint(),
     }
+    head = method.representation_head(spec)
+    if head is not None:            # listed only when a method replaces the dense pooling
+        plan["model"]["head"] = head.describe()
+    episodes = sorted(method.episode_steps(spec))
+    if episodes:
+        plan["episodes"] = {"before_steps": episodes}
     if world_size:
         plan["queries_per_process_per_micro_batch"] = spec.micro_batch_size(world_size)
     if params:

@@ -114,7 +114,8 @@ class Trainer:
         return self.accelerator if self.accelerator is not None else make_accelerator(self.spec.precision)
 
     def _optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
-        decay, no_decay = [], []
+        decay: list[torch.nn.Parameter] = []
+        no_decay: list[torch.nn.Parameter] = []
         for name, p in model.named_parameters():
             if p.requires_grad:
                 (no_decay if p.ndim < 2 or name.endswith(".bias") else decay).append(p)

@@ -145,3 +145,11 @@ def test_episode_schedule_is_checked(tmp_path, tiny_model_nodrop):
         Late().train(spec_for(tiny_model_nodrop, steps=3), make_data(), tmp_path / "late")
     with pytest.raises(ConfigError, match="defines no run_episode"):
         Undefined().train(spec_for(tiny_model_nodrop, steps=3), make_data(), tmp_path / "undefined")
+
+
+def test_dry_run_plan_lists_the_episodes(tiny_model_nodrop):
+    from harness.train.plan import training_plan
+
+    spec, data = spec_for(tiny_model_nodrop, steps=7), make_data()
+    assert training_plan(spec, data, Miner())["episodes"] == {"before_steps": [2, 4, 6]}
+    assert "episodes" not in training_plan(spec, data, Method())

@@ -102,3 +102,12 @@ def test_method_head_trains_and_is_recorded(tmp_path, tiny_mlm):
     head_bias = [k for k in weights if k.startswith("cls.predictions") and k.endswith("bias")]
     assert head_bias, sorted(weights)[:5]                                      # the MLM head was trained and saved
     assert any(not torch.equal(weights[k], start[k]) for k in head_bias)
+
+
+def test_dry_run_plan_names_a_method_head(tiny_mlm):
+    from harness.train.plan import training_plan
+    from harness.train.spec import TrainSpec
+
+    spec = TrainSpec(model=tiny_mlm, similarity="dot", progress=False)
+    assert training_plan(spec, make_data(), Splade())["model"]["head"]["type"] == "sparse"
+    assert "head" not in training_plan(spec, make_data(), Method())["model"]
