@@ -176,20 +176,9 @@ def test_the_engine_imports_no_plugin_and_no_application_module():
     assert not violations, "upward imports:\n" + "\n".join(map(str, violations))
 
 
-# Cycles inside one package that work in progress elsewhere still has to break (function-level
-# imports).  The list may only shrink: a new cycle fails, and so does a listed one that is gone.
-KNOWN_CYCLES: list[list[str]] = [
-    ["harness.ablation.layout", "harness.ablation.runner", "harness.ablation.validate"],
-    ["harness.encoders.backbone", "harness.encoders.model_check", "harness.encoders.settings"],
-]
-
-
 def test_no_import_cycles():
     found = cycles(import_graph(ROOT, PACKAGES))
-    new = [c for c in found if c not in KNOWN_CYCLES]
-    assert not new, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in new)
-    gone = [c for c in KNOWN_CYCLES if c not in found]
-    assert not gone, f"cycles fixed, remove them from KNOWN_CYCLES: {gone}"
+    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
 # ---------------------------------------------------------------------- the checker itself

@@ -14,7 +14,9 @@ from typing import Any
 from harness.ablation.resolve import require_resolved, resolve_data_entry, resolve_model
 from harness.ablation.spec import NO_TRAINING, AblationSuite, BenchmarkRef, Variant
 from harness.errors import ConfigError
-from harness.keys import content_key, train_run_config  # noqa: F401  (re-exported)
+from harness.keys import content_key, train_run_config
+from harness.method import get_method
+from harness.train.spec import TrainSpec, model_identity
 
 
 @dataclass
@@ -24,7 +26,7 @@ class TrainCell:
     variant: Variant
     method: str
     model: str
-    spec: Any | None                 # TrainSpec; None for method "none"
+    spec: TrainSpec | None           # None for method "none"
     data_entries: list[Any]
     data_fingerprint: str | None
     key: str
@@ -60,9 +62,6 @@ def variant_train_overrides(suite: AblationSuite, variant: Variant, scale: str) 
 
 def expand_train_cells(suite: AblationSuite, scale: str, load_data: bool = True) -> list[TrainCell]:
     """One training cell per variant (variants that share a key train once)."""
-    from harness.method import get_method
-    from harness.train.spec import model_identity
-
     cfg = suite.scale(scale)
     entries = [resolve_data_entry(e) for e in cfg.data]
     data_fp = None

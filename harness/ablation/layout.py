@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.ablation.paths import SUMMARY_FILE, cell_result_dir, report_dir
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError
 
@@ -129,7 +130,7 @@ def _row_group(raw: Any, variant_ids: set[str], where: str) -> LayoutRowGroup:
 
 # ---------------------------------------------------------------------------------------------- locating results
 def read_summary(suite: AblationSuite, scale: str, results_root: str | Path) -> dict[str, Any]:
-    path = Path(results_root) / "suites" / suite.name / scale / "summary.json"
+    path = report_dir(results_root, suite.name, scale) / SUMMARY_FILE
     if not path.exists():
         raise ConfigError(f"{path}: suite {suite.name!r} has no finished results at scale {scale!r} "
                           f"(run: harness run {suite.name} --scale {scale} --results-root {results_root})")
@@ -143,13 +144,11 @@ def train_keys(summary: dict[str, Any]) -> dict[str, str]:
 def result_dir(suite: AblationSuite, scale: str, results_root: str | Path, summary: dict[str, Any],
                variant: str, benchmark: str) -> Path:
     """The stored evaluation of ``variant`` on ``benchmark``, as the finished suite exposes it."""
-    from harness.ablation.runner import cell_result_dir
-
     if not any(b.id == benchmark for b in suite.scale(scale).benchmarks):
         raise ConfigError(f"suite {suite.name!r} scale {scale!r} has no benchmark {benchmark!r}")
     if variant not in train_keys(summary):
         raise ConfigError(f"summary of suite {suite.name!r} ({scale}) has no cell for variant {variant!r}")
-    path = cell_result_dir(Path(results_root) / "suites" / suite.name / scale, variant, benchmark)
+    path = cell_result_dir(report_dir(results_root, suite.name, scale), variant, benchmark)
     if not path.exists():
         raise ConfigError(f"{path}: no stored result for {variant} on {benchmark} (rerun: harness run {suite.name} "
                           f"--scale {scale} --results-root {results_root}; finished cells are reused)")

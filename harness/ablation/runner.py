@@ -9,6 +9,8 @@ Results layout under ``results_root``::
                                          metrics, manifest: hard links to cells/eval/<key>/), the
                                          path regression expectations point at
 
+(the paths come from :mod:`harness.ablation.paths`, shared with the table layouts).
+
 Every directory is written atomically and finished cells are never redone, so a
 killed run resumes where it stopped, and ``--shard i/n`` lets several machines that
 share ``results_root`` split the cells.  The table is produced once every cell of the
@@ -25,12 +27,14 @@ from typing import Any
 
 from harness.ablation.benchmarks import load_benchmark_ref
 from harness.ablation.cells import EvalCell, TrainCell, expand_eval_cells, expand_train_cells, shard_filter
+from harness.ablation.paths import SUMMARY_FILE, cell_result_dir, eval_cell_dir, report_dir, train_cell_dir
 from harness.ablation.spec import AblationSuite
+from harness.ablation.validate import validate_plan
+from harness.benchmark import LoadedBenchmark
 from harness.errors import ConfigError
 from harness.io import atomic_write_json, atomic_write_text
 from harness.protocol import assert_comparable
 from harness.store import is_result_dir, load_result
-from harness.benchmark import LoadedBenchmark
 
 log = logging.getLogger("harness.ablation")
 
@@ -66,13 +70,13 @@ class SuiteRun:
     # ------------------------------------------------------------------ paths and state
     @property
     def report_dir(self) -> Path:
-        return self.root / "suites" / self.suite.name / self.scale
+        return report_dir(self.root, self.suite.name, self.scale)
 
     def train_dir(self, cell: TrainCell) -> Path:
-        return self.root / "cells" / "train" / cell.key
+        return train_cell_dir(self.root, cell.key)
 
     def eval_dir(self, cell: EvalCell) -> Path:
-        return self.root / "cells" / "eval" / cell.key
+        return eval_cell_dir(self.root, cell.key)
 
     def benchmark(self, bid: str) -> LoadedBenchmark:
         if bid not in self._benchmarks:
@@ -170,7 +174,7 @@ class SuiteRun:
         atomic_write_text(self.report_dir / "table.md", markdown)
         atomic_write_text(self.report_dir / "table.tex", latex)
         atomic_write_json(self.report_dir / "comparisons.json", report.to_dict())
-        atomic_write_json(self.report_dir / "summary.json", summary)
+        atomic_write_json(self.report_dir / SUMMARY_FILE, summary)
         self._link_results()
         return SuiteOutcome(self.suite.name, self.scale, self.report_dir, True, markdown, latex, summary)
 
@@ -240,12 +244,6 @@ class SuiteRun:
                 "cards": {bench: next(iter(pv.values())).card.to_dict() for bench, pv in results.items()}}
 
 
-def cell_result_dir(report_dir: Path, variant: str, benchmark: str) -> Path:
-    """Where a finished suite exposes the result of ``variant`` on ``benchmark`` (stable across code changes
-    that move content keys; tables and regression expectations read it)."""
-    return Path(report_dir) / "results" / variant / benchmark
-
-
 def _launch() -> tuple[int, int]:
     """(processes, rank) of a multi-process launch, from the launcher's environment (1, 0 otherwise)."""
     import os
@@ -267,8 +265,6 @@ def run_suite(suite: AblationSuite, scale: str = "tiny", results_root: str | Pat
     The whole plan is validated first (:func:`harness.ablation.validate.validate_plan`): every problem
     is reported at once, before the first cell trains or anything is written (``validate=False``: the
     caller did, e.g. with :func:`harness.ablation.validate.load_validated`)."""
-    from harness.ablation.validate import validate_plan
-
     if validate:
         validate_plan(suite, scale)
     runner = SuiteRun(suite, scale, results_root, cache_dir, progress)

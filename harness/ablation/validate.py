@@ -23,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness.ablation.layout import layout_names, load_layout
 from harness.ablation.problems import Problems
 from harness.ablation.resolve import SYNTHETIC_PREFIX, resolve_data_entry, resolve_path, substitute, unresolved
 from harness.ablation.spec import NO_TRAINING, AblationSuite, closest
@@ -211,8 +212,6 @@ def _model(model: str, where: tuple, problems: Problems) -> None:
 
 
 def _layouts(suite: AblationSuite, scale: str, problems: Problems) -> None:
-    from harness.ablation.layout import layout_names, load_layout
-
     names, _default = layout_names(suite)
     for name in names:
         try:

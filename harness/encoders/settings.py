@@ -3,7 +3,7 @@
 Settings come from three layers, highest first: explicit keyword arguments, the
 ``harness_encoder.json`` file that the trainer writes next to a checkpoint, and the
 defaults of the model (alias table or sentence-transformers folder, see
-:func:`harness.encoders.backbone.resolve_model`).  Resolving them in one place keeps
+:func:`harness.encoders.refs.resolve_model`).  Resolving them in one place keeps
 the cache key and the manifest honest: they record the values actually used.
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.encoders.backbone import ModelDefaults
 from harness.encoders.pooling import POOLING_MODES
+from harness.encoders.refs import ModelDefaults
 from harness.errors import ConfigError, InputError
 from harness.io import atomic_write_json
 

