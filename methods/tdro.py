@@ -268,7 +268,7 @@ def stage1_spec(spec: "TrainSpec", options: Mapping[str, Any]) -> "TrainSpec":
     measure = options["measure"]
     stage1_options = {"measure": measure, "mode": options["mode"], "lr_alpha": options["lr_alpha"],
                       "max_norm": options["max_norm"],
-                      "reference": None if measure == "proxy" else reference_spec(spec, options).result_dict()}
+                      "reference": None if measure == "proxy" else reference_spec(spec, options).config_dict()}
     return spec_with(spec, changes, stage1_options)
 
 

@@ -101,7 +101,7 @@ class TdroWeights(Method):
 
         changes = {"sampling": "homogeneous", "in_batch_negatives": True, "cross_batch_negatives": True,
                    "n_hard_negatives": 1, "grad_accum": 1, "dataset_weights": None}
-        return spec_with(spec, changes, {}).result_dict()
+        return spec_with(spec, changes, {}).config_dict()
 
     def planned_dependencies(self, spec) -> list[PlannedRun]:
         from harness.train.spec import TrainSpec

@@ -194,20 +194,38 @@ class TrainSpec:
                 data[key] = value
         return TrainSpec.from_dict(data)
 
-    def result_dict(self) -> dict[str, Any]:
-        """The fields that change the trained weights.  A local model folder stands here as the digest of
-        its files (:func:`model_identity`), so cache keys do not depend on where it lies (the cache
-        directory of a synthetic model, a user's checkout)."""
+    def config_dict(self) -> dict[str, Any]:
+        """The fields that change the trained weights, as written (model paths kept): what a method
+        hands on as the spec of a run it depends on (tDRO's reference), loadable again."""
         out = self.to_dict()
         for key in self.NON_RESULT_FIELDS:
             out.pop(key, None)
-        out["model"] = model_identity(self.model)
         return out
+
+    def result_dict(self) -> dict[str, Any]:
+        """:meth:`config_dict` for keys: every local model folder in it (the spec's own, and those of
+        specs nested in ``method_options``) stands as the digest of its files (:func:`model_identity`),
+        so cache keys do not depend on where a model lies (the cache directory of a synthetic model,
+        a user's checkout)."""
+        return _with_model_identities(self.config_dict())
 
     def fingerprint(self) -> str:
         """Hash of every field that changes the trained weights."""
         text = json.dumps(self.result_dict(), sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+# Keys naming a model in a spec or in method options (tDRO's proxy/reference models and nested specs).
+MODEL_KEYS = ("model", "proxy_model", "reference_model")
+
+
+def _with_model_identities(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: (model_identity(v) if k in MODEL_KEYS and isinstance(v, str) else _with_model_identities(v))
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_with_model_identities(v) for v in value]
+    return value
 
 
 def model_identity(model: str) -> str:

@@ -40,7 +40,7 @@ def base_spec(model: str, **kw) -> TrainSpec:
 
 
 def stage1_spec(model: str, measure: str = "relative", **kw) -> TrainSpec:
-    reference = base_spec(model, steps=4).result_dict()
+    reference = base_spec(model, steps=4).config_dict()
     return base_spec(model, sampling="mixed", in_batch_negatives=False, cross_batch_negatives=False,
                      n_hard_negatives=2, grad_accum=2,
                      method_options={"measure": measure, "lr_alpha": 0.5, "reference": reference}, **kw)

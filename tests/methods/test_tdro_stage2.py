@@ -37,7 +37,7 @@ def test_reference_is_the_baseline_spec_and_stage1_follows_the_released_script()
     assert (s1.sampling, s1.in_batch_negatives, s1.cross_batch_negatives) == ("mixed", False, False)
     assert (s1.n_hard_negatives, s1.grad_accum, s1.temperature, s1.model) == (7, 4, 0.002, "Qwen/Qwen1.5-0.5B")
     assert s1.method_options == {"measure": "relative", "mode": "code", "lr_alpha": 0.02, "max_norm": 1.0,
-                                 "reference": baseline.result_dict()}
+                                 "reference": baseline.config_dict()}
     get_method("tdro-weights").resolve_options(s1.method_options)   # stage-1 options are its own
     proxy = stage1_spec(tdro, {**opts, "measure": "proxy"})
     assert proxy.method_options["reference"] is None
