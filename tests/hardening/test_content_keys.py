@@ -15,8 +15,8 @@ def test_nested_model_paths_become_content_digests(tmp_path):
     shutil.copytree(first, moved)
 
     def spec(model):
-        reference = TrainSpec(model=str(model), steps=4).config_dict()
-        return TrainSpec(model=str(model), steps=4,
+        reference = TrainSpec(model=str(model), steps=4, warmup_steps=0).config_dict()
+        return TrainSpec(model=str(model), steps=4, warmup_steps=0,
                          method_options={"reference": reference, "proxy_model": str(model), "mode": "code"})
 
     a, b = spec(first), spec(moved)
@@ -29,4 +29,4 @@ def test_nested_model_paths_become_content_digests(tmp_path):
     assert a.method_options["reference"]["model"] == str(first)
     assert TrainSpec.from_dict(a.method_options["reference"]).model == str(first)
     # names are not resolved (keys must not depend on the installation)
-    assert TrainSpec(model="minilm").result_dict()["model"] == "minilm"
+    assert TrainSpec(model="minilm", steps=4, warmup_steps=0).result_dict()["model"] == "minilm"
