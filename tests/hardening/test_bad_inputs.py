@@ -331,3 +331,103 @@ def test_eval_warns_about_options_the_model_ignores(caplog):
     plain = parser.parse_args(["eval", "--model", "bm25", "--dataset-dir", "d"])
     assert (plain.k1, plain.b, plain.index) == (None, None, None)   # defaults filled only for BM25
     assert warn_ignored_options(plain, lexical=True) == []
+
+
+# --------------------------------------------------------------------------- stored results (harness compare --result)
+PER_QUERY_HEADER = b"query_id\tndcg@10\trecall@100\n"
+PER_QUERY_GOOD_ROW = b"q1\t0.5\t1.0\n"
+
+
+def _stored_pair(tmp: Path) -> tuple[Path, Path]:
+    """Two real, comparable result directories (written by the store) for the same toy dataset."""
+    from harness.protocol import ProtocolCard
+    from harness.results import EvaluationResult
+    from harness.store import write_result
+
+    card = ProtocolCard(dataset="toy", metrics=("ndcg@10", "recall@100"))
+    dirs = []
+    for name, scores in (("a", [0.5, 0.25, 0.75]), ("b", [0.625, 0.125, 1.0])):
+        evaluation = EvaluationResult(["q1", "q2", "q3"], {"ndcg@10": scores, "recall@100": [1.0, 0.5, 1.0]})
+        dirs.append(write_result(tmp / name, run=None, evaluation=evaluation, card=card, manifest={"model": name}))
+    return dirs[0], dirs[1]
+
+
+def _compare_result(file: str, data: bytes) -> Callable[[Path], tuple[list[str], Path]]:
+    """``harness compare --result A --result B`` with ``file`` of B replaced by ``data``."""
+    def setup(tmp: Path) -> tuple[list[str], Path]:
+        a, b = _stored_pair(tmp)
+        (b / file).write_bytes(data)
+        return ["compare", "--result", str(a), "--result", str(b)], b / file
+    return setup
+
+
+# unique query ids, so that only the truncation can stop the reader
+PER_QUERY_LONG = PER_QUERY_HEADER + b"".join(b"q%d\t0.5\t1.0\n" % i for i in range(400))
+PER_QUERY_TRUNCATED = gz(PER_QUERY_LONG)[: len(gz(PER_QUERY_LONG)) // 2]
+# 0-based offset of \xff in the decompressed bytes: header, first row, then "q"
+PER_QUERY_BAD_UTF8_OFFSET = len(PER_QUERY_HEADER) + len(PER_QUERY_GOOD_ROW) + 1
+
+CASES_STORED = {
+    "per-query-truncated-gz": Case(_compare_result("per_query.tsv.gz", PER_QUERY_TRUNCATED), None,
+                                   "compressed data ends early (truncated .gz file)"),
+    "per-query-not-gzip": Case(_compare_result("per_query.tsv.gz", PER_QUERY_HEADER + PER_QUERY_GOOD_ROW), None,
+                               "not a gzip file, although its name ends in .gz"),
+    "per-query-non-utf8": Case(_compare_result("per_query.tsv.gz", gz(PER_QUERY_HEADER + PER_QUERY_GOOD_ROW
+                                                                      + b"q\xff2\t0.25\t0.5\n")), 3,
+                               f"not valid UTF-8: byte 0xff at byte offset {PER_QUERY_BAD_UTF8_OFFSET}"),
+    "per-query-non-numeric": Case(_compare_result("per_query.tsv.gz", gz(PER_QUERY_HEADER + PER_QUERY_GOOD_ROW
+                                                                         + b"q2\thigh\t0.5\n")), 3,
+                                  "ndcg@10 value 'high' is not a number"),
+    "per-query-underscore": Case(_compare_result("per_query.tsv.gz", gz(PER_QUERY_HEADER + b"q1\t0.5\t1_0\n")), 2,
+                                 "recall@100 value '1_0' is not a number"),
+    "per-query-nan": Case(_compare_result("per_query.tsv.gz", gz(PER_QUERY_HEADER + PER_QUERY_GOOD_ROW
+                                                                 + b"q2\tnan\t0.5\n")), 3,
+                          "ndcg@10 value 'nan' is not a number"),
+    "per-query-overflow": Case(_compare_result("per_query.tsv.gz", gz(PER_QUERY_HEADER + b"q1\t1e400\t1.0\n")), 2,
+                               "ndcg@10 value '1e400' is not finite"),
+    "per-query-columns": Case(_compare_result("per_query.tsv.gz", gz(PER_QUERY_HEADER + PER_QUERY_GOOD_ROW
+                                                                     + b"q2\t0.5\n")), 3,
+                              "expected 3 tab-separated columns (query_id and 2 metric(s)), got 2"),
+    "per-query-duplicate-id": Case(_compare_result("per_query.tsv.gz", gz(PER_QUERY_HEADER + PER_QUERY_GOOD_ROW
+                                                                          + PER_QUERY_GOOD_ROW)), 3,
+                                   "query id 'q1' appears twice (first on line 2)"),
+    "per-query-no-header": Case(_compare_result("per_query.tsv.gz", gz(PER_QUERY_GOOD_ROW)), 1,
+                                "must start with a 'query_id' header"),
+    "manifest-malformed-json": Case(_compare_result("manifest.json", b'{\n  "card": {"dataset": "toy"},\n  "model" "b"\n}\n'),
+                                    3, "malformed JSON (Expecting ':' delimiter"),
+    "manifest-non-utf8": Case(_compare_result("manifest.json", b'{\n  "model": "caf\xe9"\n}\n'), 2,
+                              "not valid UTF-8: byte 0xe9"),
+    "manifest-not-an-object": Case(_compare_result("manifest.json", b"[1, 2]\n"), 1,
+                                   "expected a JSON object, got list"),
+    "manifest-bad-card": Case(_compare_result("manifest.json", b'{\n  "created": "x",\n  "card": "toy"\n}\n'), 3,
+                              "invalid protocol card (expected a JSON object, got str)"),
+    "metrics-non-numeric": Case(_compare_result("metrics.json", b'{\n  "ndcg@10": 0.5,\n  "recall@100": "high"\n}\n'),
+                                3, "metric 'recall@100' must be a finite number, got 'high'"),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES_STORED))
+def test_bad_stored_result_is_one_clear_line(tmp_path, capsys, name):
+    case = CASES_STORED[name]
+    argv, bad_file = case.setup(tmp_path)
+    before = _tree(tmp_path)
+    code = main(argv)
+    out, err = capsys.readouterr()
+    where = f"{bad_file}:{case.line}" if case.line is not None else f"{bad_file}"
+    assert code == 2, err
+    assert out == ""
+    assert "Traceback" not in err
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"harness compare: error: {where}: "), err
+    assert case.problem in err, err
+    assert _tree(tmp_path) == before
+
+
+def test_intact_stored_results_compare(tmp_path, capsys):
+    """The same pair, untouched, compares (the bad cases above fail on their file, not the setup)."""
+    a, b = _stored_pair(tmp_path)
+    assert main(["compare", "--result", str(a), "--result", str(b), "--format", "json"]) == 0
+    ndcg = next(c for c in json.loads(capsys.readouterr().out)["comparisons"] if c["metric"] == "ndcg@10")
+    # per-query values read back exactly: means of (0.5, 0.25, 0.75) and (0.625, 0.125, 1.0); b wins on q1 and q3
+    assert (ndcg["mean_base"], ndcg["mean"], ndcg["n"]) == (0.5, (0.625 + 0.125 + 1.0) / 3, 3)
+    assert (ndcg["wins"], ndcg["ties"], ndcg["losses"]) == (2, 0, 1)
