@@ -56,7 +56,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -95,17 +96,43 @@ class PlannedRun:
     frozen_forwards: int = 0
 
 
+def _frozen(value: Any) -> Any:
+    """A read-only deep view of plain configuration data (mappings become ``MappingProxyType``, lists
+    tuples), copied so that no two classes share a mutable object."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _frozen(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def thawed(value: Any) -> Any:
+    """A plain, mutable deep copy (dicts and lists) of configuration data, frozen or not."""
+    if isinstance(value, Mapping):
+        return {k: thawed(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [thawed(v) for v in value]
+    return value
+
+
 class Method:
     """Base class: the uniform-loss behaviour; subclasses override the hooks they need."""
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
-    presets: ClassVar[dict[str, dict[str, Any]]] = {}     # scale -> TrainSpec overrides
-    default_options: ClassVar[dict[str, Any]] = {}        # method_options and their defaults
+    # Read-only once the class exists (``__init_subclass__``): a preset shared by two methods (tDRO
+    # reuses the uniform recipe) must not be changed through one of them.
+    presets: ClassVar[Mapping[str, Mapping[str, Any]]] = {}     # scale -> TrainSpec overrides
+    default_options: ClassVar[Mapping[str, Any]] = {}           # method_options and their defaults
     # Where training runs are cached by content key.  The suite runner points it at its
     # ``cells/train`` folder, so a run a method depends on (e.g. tDRO's reference model)
     # that is also a suite cell (the uniform baseline) is trained once and shared.
     cells_root: Path | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.presets = _frozen(cls.presets)
+        cls.default_options = _frozen(cls.default_options)
 
     # ------------------------------------------------------------------ configuration
     @classmethod
@@ -116,7 +143,7 @@ class Method:
         if scale not in cls.presets:
             known = ", ".join(cls.presets) or "(none)"
             raise ConfigError(f"method {cls.name!r} has no {scale!r} preset; scales: {known}")
-        base = TrainSpec.from_dict(cls.presets[scale])
+        base = TrainSpec.from_dict(thawed(cls.presets[scale]))
         if "steps" in overrides and "warmup_steps" not in overrides:
             # Keep the preset's warmup fraction when only the length of the run changes.
             overrides = {**overrides, "warmup_steps": round(base.warmup_steps * overrides["steps"] / base.steps)}
@@ -127,7 +154,7 @@ class Method:
         if unknown:
             known = ", ".join(sorted(self.default_options)) or "(none)"
             raise ConfigError(f"method {self.name!r}: unknown option(s) {', '.join(unknown)}; options: {known}")
-        return {**self.default_options, **options}
+        return {**thawed(self.default_options), **options}
 
     def dataset_weights(self, spec: "TrainSpec", data: "TrainingData") -> np.ndarray:
         """Initial sampling weights: ``spec.dataset_weights`` (by source name), else uniform."""

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from harness.errors import ConfigError
-from harness.method import Method, PlannedRun, check_choice, register_method
+from harness.method import Method, PlannedRun, check_choice, register_method, thawed
 from methods.tdro import (MEASURES, MODES, STAGE1_DEFAULTS, STAGE1_FIXED, TOP_PERCENTS, group_measurements,
                           select_bottom, select_top, weighted_proxy_loss)
 from methods.uniform import Uniform
@@ -44,7 +44,7 @@ TRAJECTORY_FILE = "weights_trajectory.jsonl"
 
 
 def _stage1_preset(scale: str) -> dict[str, Any]:
-    return {**Uniform.presets[scale], **STAGE1_FIXED, **STAGE1_DEFAULTS}
+    return {**thawed(Uniform.presets[scale]), **STAGE1_FIXED, **STAGE1_DEFAULTS}
 
 
 def same_tokenization(a: Any, b: Any) -> bool:

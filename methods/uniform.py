@@ -52,7 +52,8 @@ _TINY = {
     "model": "minilm", "pooling": "mean", "append_eos": False,
     "query_max_length": 32, "doc_max_length": 64,
     "temperature": 0.05, "batch_size": 16, "steps": 40, "warmup_steps": 4, "lr": 1e-3, "weight_decay": 0.01,
-    "precision": "fp32", "gradient_checkpointing": False, "save_every": 0, "progress": False,
+    # Checkpoints every 50 steps: a killed suite resumes the cell instead of starting it again.
+    "precision": "fp32", "gradient_checkpointing": False, "save_every": 50, "progress": False,
 }
 
 

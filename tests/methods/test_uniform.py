@@ -83,3 +83,18 @@ def test_checkpoint_encodes_like_the_trained_model(trained):
     assert encoder.similarity == "cos"
     assert np.allclose(got, want, atol=1e-5)
     assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+
+
+def test_presets_are_read_only_and_not_shared():
+    uniform, tdro = get_method("uniform"), get_method("tdro")
+    with pytest.raises(TypeError):
+        uniform.presets["tiny"]["lr"] = 1.0            # type: ignore[index]
+    with pytest.raises(TypeError):
+        uniform.presets["huge"] = {}                   # type: ignore[index]
+    assert uniform.presets is not tdro.presets and uniform.presets["tiny"] is not tdro.presets["tiny"]
+    assert dict(uniform.presets["tiny"]) == dict(tdro.presets["tiny"])
+    spec = uniform.spec("tiny")
+    assert spec.lr == 1e-3 and spec.save_every > 0      # every preset checkpoints: a kill resumes the cell
+    opts = get_method("peg").resolve_options({})
+    opts["alpha"] = 9.0                                 # a resolved copy is the caller's own
+    assert get_method("peg").default_options["alpha"] == 0.5
