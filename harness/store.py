@@ -144,8 +144,14 @@ def _metric_value(text: str, metric: str, path: Path, line: int) -> float:
     return value
 
 
+def read_json_object(path: str | Path, what: str = "file") -> dict[str, Any]:
+    """A JSON file that must hold an object (result manifests, suite summaries, training records); a
+    missing file, bad UTF-8, malformed JSON (with its line) or another JSON type is an InputError."""
+    return _read_json_object(Path(path), what)[0]
+
+
 def _read_json_object(path: Path, what: str) -> tuple[dict[str, Any], str]:
-    """A JSON object file of a result directory and its text; decoding and JSON errors name the file and line."""
+    """The object and the text it was parsed from (for the line of a bad entry)."""
     text = read_input_text(path, what)
     try:
         data = json.loads(text)

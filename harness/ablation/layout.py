@@ -31,14 +31,15 @@ its sources uniformly (from ``run.json``).
 """
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.ablation.paths import SUMMARY_FILE, cell_result_dir, report_dir
 from harness.ablation.spec import AblationSuite
-from harness.errors import ConfigError
+from harness.errors import ConfigError, InputError
+from harness.store import load_result, read_json_object
 
 KINDS = ("results", "weights")
 
@@ -134,7 +135,12 @@ def read_summary(suite: AblationSuite, scale: str, results_root: str | Path) -> 
     if not path.exists():
         raise ConfigError(f"{path}: suite {suite.name!r} has no finished results at scale {scale!r} "
                           f"(run: harness run {suite.name} --scale {scale} --results-root {results_root})")
-    return json.loads(path.read_text(encoding="utf-8"))
+    summary = read_json_object(path, "suite summary")
+    cells = summary.get("cells")
+    if not isinstance(cells, list) or not all(isinstance(c, dict) and isinstance(c.get("variant"), str)
+                                              and isinstance(c.get("key"), str) for c in cells):
+        raise InputError(path, "'cells' must be a list of {variant, key} objects; rerun the suite to rewrite it")
+    return summary
 
 
 def train_keys(summary: dict[str, Any]) -> dict[str, str]:
@@ -162,7 +168,6 @@ def results_table(suite: AblationSuite, scale: str, results_root: str | Path, la
     from harness.stats.correction import CORRECTION_NAMES
     from harness.stats.suite import ComparisonReport, apply_correction, compare_suite
     from reports.comparison import GAIN_MARK, LOSS_MARK, metric_label
-    from harness.store import load_result
     from reports.table import Cell, Column, Row, Table
 
     cfg = suite.scale(scale)
@@ -246,14 +251,27 @@ def suite_weights(suite: AblationSuite, scale: str, results_root: str | Path,
         run = Path(results_root) / "cells" / "train" / keys[v]
         exported = run / "method" / "weights.json"
         if exported.exists():
-            out[v] = {str(k): float(w) for k, w in json.loads(exported.read_text(encoding="utf-8")).items()}
+            out[v] = _weights(exported)
             continue
         record = run / "run.json"
         if not record.exists():
             raise ConfigError(f"{run}: no training run for variant {v!r}")
-        names = [d["name"] for d in json.loads(record.read_text(encoding="utf-8"))["data"]]
+        data = read_json_object(record, "training record").get("data")
+        if not isinstance(data, list) or not data or \
+                not all(isinstance(d, dict) and isinstance(d.get("name"), str) for d in data):
+            raise InputError(record, "'data' must be a non-empty list of {name, ...} objects")
+        names = [d["name"] for d in data]
         out[v] = {n: 1.0 / len(names) for n in names}
     return out
+
+
+def _weights(path: Path) -> dict[str, float]:
+    """``{dataset: weight}`` of a method's ``weights.json``: finite numbers only."""
+    weights = read_json_object(path, "dataset weights")
+    for name, weight in weights.items():
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+            raise InputError(path, f"weight of {name!r} must be a finite number, got {weight!r}")
+    return {str(k): float(w) for k, w in weights.items()}
 
 
 def weights_table(suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout):
