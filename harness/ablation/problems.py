@@ -8,9 +8,10 @@ parser and the plan validator add each problem here with its key path
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from harness.errors import ConfigError, InputError
 

@@ -217,9 +217,7 @@ class _Reader:
 
     def train(self, value: Any, keypath: tuple) -> dict:
         """TrainSpec overrides: unknown fields and wrong types are problems (named with the expected type)."""
-        from harness.train.spec import field_problems
-
-        from harness.train.spec import LoraSpec, TrainSpec
+        from harness.train.spec import LoraSpec, TrainSpec, field_problems
 
         data = self.mapping(value, keypath)
         for key, message in field_problems(data):
