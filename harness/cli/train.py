@@ -24,7 +24,10 @@ log = logging.getLogger("harness.train")
 def register(subparsers) -> None:
     p = subparsers.add_parser("train", help="train a retrieval method into a checkpoint folder",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--method", default="uniform", help="registered method name (default: uniform)")
+    # Choices are not listed here: importing every method (torch included) would slow down every
+    # `harness` call; an unknown name gets the registry's did-you-mean error.
+    p.add_argument("--method", default="uniform",
+                   help="registered method name or module:Class (default: uniform; `harness list methods` shows all)")
     p.add_argument("--data", action="append", required=True, metavar="PATH",
                    help="training collection folder, .jsonl file, or BEIR folder (train qrels); repeatable")
     p.add_argument("--out", required=True, help="output folder (checkpoints, logs, final model)")
