@@ -14,7 +14,7 @@ with p_l the language's share of the examples, likewise 0.4 for topics.
 """
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 

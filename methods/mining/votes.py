@@ -8,7 +8,7 @@ majority wins and a tie goes to the tied value that occurs first in the vote lis
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from harness.errors import ConfigError
 
