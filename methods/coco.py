@@ -1,0 +1,163 @@
+"""COCO: continuous contrastive pretraining on target corpora (paper 001, METHODS.md 2.1).
+
+Two disjoint spans of each document form a batch of 2n spans; each span's target is its
+partner, its own column is removed, every other span of the *global* batch is a negative;
+dot product of [CLS] (or the encoder's own pooling) with **no temperature**; the loss is
+the mean over the 2n spans, both directions.  :func:`coco_loss` is the public kernel
+(oracle C1); :func:`coco_losses` returns the per-span vector the trainer needs.
+
+Across processes the spans of every rank are all-gathered *with* gradient
+(:func:`harness.train.distributed.all_gather_with_grad`): each rank scores its own spans
+against the gathered ones and DDP averages the gradients, which equals one process with
+the global batch (the gather's backward sums every rank's gradient for each slice; tested
+with 2 gloo processes).  The released code multiplies its loss by the world size instead,
+because its gathered copies carry no gradient.
+
+The method, :class:`Coco` (``coco``), trains on span pairs cut from the corpora named in
+its options (:mod:`methods.coco_spans`; any BEIR-layout folder or ``corpus.jsonl``) and
+ignores the ``data`` it is given: its training data *is* the corpora.  Options:
+
+* ``corpora``: list of corpus folders/files (required);
+* ``span_tokens`` (30), ``early_close`` (0.1): the released chunking rule;
+* ``span_max_length`` (128): tokens per span view;
+* ``dropout`` (False): the released code runs the backbone in eval mode (``self.lm.eval()``),
+  so dropout is off by default; True turns the model's dropout on.
+
+Not here (BERT-specific, optional in the spec): the Condenser-head and late MLM terms.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from harness.encoders.backbone import tokenize
+from harness.method import Method, register_method
+from harness.train import distributed as D
+from harness.train.batching import ViewBatch
+from methods.coco_spans import span_sources
+from methods.uniform import _PAPER, _SMALL, _TINY
+
+if TYPE_CHECKING:
+    from harness.data.collections import TrainingData
+    from harness.train.context import EncodedBatch, TrainContext
+    from harness.train.result import Checkpoint
+    from harness.train.spec import TrainSpec
+
+_PICK_STREAM = 0xC0C1
+VIEWS = ("span_a", "span_b")
+
+
+def coco_losses(span_a: torch.Tensor, span_b: torch.Tensor, *, rank: int = 0,
+                gather: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+    """Per-span COCO losses, (2n,): rows ``[a_0..a_{n-1}, b_0..b_{n-1}]`` of this rank.
+
+    ``span_a[i]`` and ``span_b[i]`` are partners.  With ``gather`` (an all-gather with
+    gradient) the candidates are every rank's spans and ``rank`` places the local rows in
+    the global batch; without it, the local batch is the whole batch.
+    """
+    if span_a.shape != span_b.shape or span_a.dim() != 2:
+        raise ValueError(f"span_a and span_b must both be (n, D); got {tuple(span_a.shape)}, {tuple(span_b.shape)}")
+    dtype = torch.promote_types(span_a.dtype, torch.float32)
+    a, b = span_a.to(dtype), span_b.to(dtype)
+    all_a, all_b = (a, b) if gather is None else (gather(a), gather(b))
+    n, big_n = len(a), len(all_a)
+    rows = torch.cat([a, b])
+    cols = torch.cat([all_a, all_b])
+    logits = rows @ cols.T                                   # dot product, no temperature
+    local = torch.arange(n, device=a.device) + rank * n      # global index of the local a-rows
+    own = torch.cat([local, local + big_n])
+    partner = torch.cat([local + big_n, local])
+    self_mask = torch.zeros_like(logits, dtype=torch.bool)
+    self_mask[torch.arange(2 * n, device=a.device), own] = True
+    logits = logits.masked_fill(self_mask, float("-inf"))
+    return F.cross_entropy(logits, partner, reduction="none")
+
+
+def coco_loss(span_a: torch.Tensor, span_b: torch.Tensor) -> torch.Tensor:
+    """The COCO contrastive loss of one batch: the mean over its 2n spans (oracle C1: 0.551445)."""
+    return coco_losses(span_a, span_b).mean()
+
+
+# What COCO changes in a fine-tuning recipe: [CLS], dot product without temperature, span pairs from
+# documents mixed across corpora (weights proportional to corpus sizes), no hard negatives.
+_COCO = {"pooling": "cls", "similarity": "dot", "temperature": 1.0, "normalize": False, "n_hard_negatives": 0,
+         "in_batch_negatives": True, "cross_batch_negatives": True, "sampling": "mixed",
+         "use_instructions": False, "append_eos": False}
+# paper: BERT-base (coCondenser init), 8 epochs at lr 1e-4, 128 tokens, ~2048 spans per batch, warmup 10%,
+# linear decay, weight decay 0.01, fp16 (the epochs are a step count for a given corpus: set ``steps``).
+_COCO_PAPER = {**_PAPER, **_COCO, "model": "Luyu/co-condenser-marco", "lr": 1e-4, "batch_size": 2048,
+               "doc_max_length": 128, "schedule": "linear", "warmup_steps": 100, "steps": 1000,
+               "weight_decay": 0.01, "precision": "fp16", "min_lr_ratio": 0.0}
+_COCO_SMALL = {**_SMALL, **_COCO, "pooling": "mean", "doc_max_length": 128, "batch_size": 32, "steps": 100,
+               "warmup_steps": 10, "lr": 2e-5, "schedule": "linear", "min_lr_ratio": 0.0}
+_COCO_TINY = {**_TINY, **_COCO, "doc_max_length": 64, "batch_size": 16, "steps": 30, "warmup_steps": 3,
+              "lr": 1e-3}
+
+
+@register_method("coco")
+class Coco(Method):
+    """Contrastive pretraining on span pairs of target corpora (COCO, paper 001)."""
+
+    description = "COCO: contrastive span-pair pretraining on target corpora (COCO-DR, paper 001)"
+    presets = {"tiny": _COCO_TINY, "small": _COCO_SMALL, "paper": _COCO_PAPER}
+    default_options = {"corpora": [], "span_tokens": 30, "early_close": 0.1, "span_max_length": 128,
+                       "dropout": False}
+
+    def span_data(self, spec: TrainSpec) -> TrainingData:
+        """The span sources of the corpora in ``spec.method_options`` (chunked with the model's tokenizer)."""
+        from transformers import AutoTokenizer
+
+        from harness.encoders.backbone import resolve_model
+
+        options = self.resolve_options(dict(spec.method_options))
+        tokenizer = AutoTokenizer.from_pretrained(resolve_model(spec.model)[0])
+        return span_sources([str(c) for c in options["corpora"]], tokenizer, span_tokens=int(options["span_tokens"]),
+                            early_close=float(options["early_close"]), seed=spec.seed)
+
+    def train(self, spec: TrainSpec, data: TrainingData, workdir: str | Path) -> Checkpoint:
+        """Train on the corpora's span pairs (``data``, the fine-tuning collection, is not used)."""
+        return super().train(spec, self.span_data(spec), workdir)
+
+    def dataset_weights(self, spec: TrainSpec, data: TrainingData) -> np.ndarray:
+        # Documents of all corpora are shuffled together in the released data: weight by corpus size.
+        if spec.dataset_weights is not None:
+            return super().dataset_weights(spec, data)
+        sizes = np.array(data.sizes, dtype=float)
+        return sizes / sizes.sum()
+
+    def configure(self, ctx: TrainContext) -> None:
+        # The backbone loads in eval mode; make the choice explicit either way.  Dropout off sets every
+        # dropout probability to 0 rather than calling eval(): HF skips gradient checkpointing in eval mode.
+        if ctx.options["dropout"]:
+            ctx.model.train()
+        else:
+            for module in ctx.model.modules():
+                if isinstance(module, torch.nn.Dropout):
+                    module.p = 0.0
+
+    def make_batch(self, examples: list[tuple[int, int]], ctx: TrainContext, micro_index: int) -> ViewBatch:
+        """Two distinct chunks of each sampled document (seeded by run seed and micro-batch), this rank's slice."""
+        rng = np.random.default_rng([ctx.spec.seed, _PICK_STREAM, micro_index])
+        pairs = []
+        for s, r in examples:                  # the whole global batch, so the draws do not depend on ranks
+            chunks = ctx.data.sources[s].rows[r].pos
+            i, j = rng.choice(len(chunks), size=2, replace=False)
+            pairs.append((chunks[int(i)], chunks[int(j)]))
+        per_rank = len(examples) // ctx.world_size
+        lo, hi = ctx.rank * per_rank, (ctx.rank + 1) * per_rank
+        groups = np.array([s for s, _ in examples], dtype=np.int64)
+        length = int(ctx.options.get("span_max_length", 128))
+        eos = bool(ctx.encoding.get("append_eos", False))
+        views = {name: dict(tokenize(ctx.tokenizer, [p[k] for p in pairs[lo:hi]], length, append_eos=eos))
+                 for k, name in enumerate(VIEWS)}
+        return ViewBatch(views, groups[lo:hi], groups, list(examples[lo:hi]))
+
+    def losses(self, encoded: EncodedBatch, ctx: TrainContext) -> tuple[torch.Tensor, torch.Tensor]:
+        gather = D.all_gather_with_grad if D.is_distributed() else None
+        losses = coco_losses(encoded["span_a"], encoded["span_b"], rank=ctx.rank, gather=gather)
+        return losses, ctx.batch_group_ids().repeat(2)
