@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -57,10 +57,11 @@ class Corpus:
             self._hash = digest.hexdigest()
         return self._hash
 
-    def subset(self, ids) -> "Corpus":
+    def subset(self, ids) -> Corpus:
         wanted = set(ids)
         keep = [i for i, d in enumerate(self.ids) if d in wanted]
-        return Corpus([self.ids[i] for i in keep], [self.titles[i] for i in keep], [self.texts[i] for i in keep], self.source)
+        return Corpus([self.ids[i] for i in keep], [self.titles[i] for i in keep], [self.texts[i] for i in keep],
+                      self.source)
 
 
 @dataclass
@@ -74,7 +75,7 @@ class Queries:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def subset(self, ids) -> "Queries":
+    def subset(self, ids) -> Queries:
         wanted = set(ids)
         keep = [i for i, q in enumerate(self.ids) if q in wanted]
         return Queries([self.ids[i] for i in keep], [self.texts[i] for i in keep], self.source)

@@ -24,14 +24,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from harness.data.training import TrainingRow, read_training_rows
 from harness.errors import ConfigError, InputError
-from harness.io.readers import read_input_text
 from harness.io import sha256_file
+from harness.io.readers import read_input_text
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +216,8 @@ def load_collection(path: str | Path, *, domains: Sequence[str] | None = None,
         meta = meta_by_domain.get(name, {})
         file = path / meta["file"] if "file" in meta else files.get(name)
         if file is None or not file.exists():
-            raise InputError(meta_file or path, f"domain {name!r}: training file {file or name + '.jsonl'} does not exist")
+            raise InputError(meta_file or path,
+                             f"domain {name!r}: training file {file or name + '.jsonl'} does not exist")
         rows = read_training_rows(file)
         sources.append(_make_source(name, rows, meta, file, sha256_file(file)))
     return _select(sources, domains, max_rows, path)
@@ -280,7 +282,7 @@ def load_beir_training(directory: str | Path, *, split: str = "train", negatives
             if qid not in positives:
                 continue
             ranked[qid] = [str(d) for d in docs]
-        for qid, docs in ranked.items():
+        for docs in ranked.values():
             unknown += sum(d not in passages for d in docs)
         if unknown:
             raise InputError(negatives_run, f"{unknown} run rows name documents missing from {directory}/corpus")
@@ -343,4 +345,5 @@ def load_training_data(entries: Iterable[str | Path | dict[str, Any]]) -> Traini
 def _check_options(opts: dict, allowed: set[str], path: Path) -> None:
     unknown = sorted(set(opts) - allowed)
     if unknown:
-        raise ConfigError(f"training data {path}: unknown option(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+        raise ConfigError(f"training data {path}: unknown option(s) {', '.join(unknown)}; "
+                          f"allowed: {', '.join(sorted(allowed))}")

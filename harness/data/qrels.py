@@ -11,9 +11,9 @@ trec_eval parses them (see :func:`read_qrels`).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 
@@ -48,7 +48,7 @@ class Qrels(QueryGrouped):
     _bounds: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_arrays(cls, query_ids, doc_ids, relevance, source: str | None = None) -> "Qrels":
+    def from_arrays(cls, query_ids, doc_ids, relevance, source: str | None = None) -> Qrels:
         q = as_id_array(query_ids)
         d = as_id_array(doc_ids)
         r = np.asarray(relevance, dtype=np.int64).reshape(-1)
@@ -64,7 +64,7 @@ class Qrels(QueryGrouped):
         return cls(q, d, r, source)
 
     @classmethod
-    def from_dict(cls, qrels: Mapping[str, Mapping[str, int]], source: str | None = None) -> "Qrels":
+    def from_dict(cls, qrels: Mapping[str, Mapping[str, int]], source: str | None = None) -> Qrels:
         qs, ds, rs = [], [], []
         for qid, docs in qrels.items():
             for did, rel in docs.items():
@@ -77,7 +77,7 @@ class Qrels(QueryGrouped):
     def values(self) -> np.ndarray:
         return self.relevance
 
-    def _take(self, keep: np.ndarray) -> "Qrels":
+    def _take(self, keep: np.ndarray) -> Qrels:
         return Qrels(self.query_ids[keep], self.doc_ids[keep], self.relevance[keep], self.source)
 
     def num_relevant(self, threshold: int = 1) -> dict[str, int]:
@@ -116,7 +116,8 @@ def read_qrels(path: str | Path, fmt: str = "auto") -> Qrels:
         if fmt == "beir":
             cols = line.split("\t")
             if len(cols) != 3:
-                raise InputError(path, f"expected 3 tab-separated columns (query-id, corpus-id, score), got {len(cols)}", line_no)
+                raise InputError(path, "expected 3 tab-separated columns (query-id, corpus-id, score), "
+                                       f"got {len(cols)}", line_no)
             qid, did, rel_text = (c.strip() for c in cols)
         else:
             refuse_unicode_whitespace(line, path, line_no)
@@ -131,7 +132,8 @@ def read_qrels(path: str | Path, fmt: str = "auto") -> Qrels:
         rel = parse_trec_relevance(rel_text, path, line_no)
         key = (qid, did)
         if key in seen:
-            raise InputError(path, f"duplicate judgement for query {qid!r} and document {did!r} (first on line {seen[key]})", line_no)
+            raise InputError(path, f"duplicate judgement for query {qid!r} and document {did!r} "
+                                   f"(first on line {seen[key]})", line_no)
         seen[key] = line_no
         qs.append(qid)
         ds.append(did)

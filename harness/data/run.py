@@ -9,9 +9,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 
@@ -42,7 +42,7 @@ class Run(QueryGrouped):
 
     @classmethod
     def from_arrays(cls, query_ids, doc_ids, scores, name: str = "run", source: str | None = None,
-                    check_duplicates: bool = True) -> "Run":
+                    check_duplicates: bool = True) -> Run:
         """Build a run; rows are sorted into trec_eval order (score desc, doc id desc).
 
         ``check_duplicates=False`` skips the (query, doc) uniqueness check for callers
@@ -65,7 +65,7 @@ class Run(QueryGrouped):
         return cls(q[order], d[order], s[order], name, source)
 
     @classmethod
-    def from_dict(cls, run: Mapping[str, Mapping[str, float]], name: str = "run") -> "Run":
+    def from_dict(cls, run: Mapping[str, Mapping[str, float]], name: str = "run") -> Run:
         qs, ds, ss = [], [], []
         for qid, docs in run.items():
             for did, score in docs.items():
@@ -78,7 +78,7 @@ class Run(QueryGrouped):
     def values(self) -> np.ndarray:
         return self.scores
 
-    def _take(self, keep: np.ndarray) -> "Run":
+    def _take(self, keep: np.ndarray) -> Run:
         return Run(self.query_ids[keep], self.doc_ids[keep], self.scores[keep], self.name, self.source)
 
     def ranks(self) -> np.ndarray:
@@ -87,11 +87,11 @@ class Run(QueryGrouped):
         ranks = np.arange(len(self), dtype=np.int64)
         return ranks - np.repeat(starts, ends - starts) + 1
 
-    def top_k(self, k: int) -> "Run":
+    def top_k(self, k: int) -> Run:
         """Keep the first ``k`` documents of every query (after trec_eval ordering)."""
         return self._take(self.ranks() <= k)
 
-    def without_self_hits(self) -> "Run":
+    def without_self_hits(self) -> Run:
         """Drop rows whose document id equals the query id (BEIR's ArguAna/Quora protocol)."""
         return self._take(self.query_ids != self.doc_ids)
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Iterable
+from typing import IO
 
 
 def open_text(path: str | Path) -> IO[str]:
@@ -13,7 +14,7 @@ def open_text(path: str | Path) -> IO[str]:
     path = Path(path)
     if path.suffix == ".gz":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, "r", encoding="utf-8", newline="")
+    return open(path, encoding="utf-8", newline="")
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
