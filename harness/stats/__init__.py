@@ -19,8 +19,16 @@ from harness.stats.aggregate import AGGREGATE_METHODS, compare_aggregate
 from harness.stats.align import MISSING_POLICIES, MissingQueriesError, PairedScores, align
 from harness.stats.compare import TESTS, Comparison, StatsOptions, compare_pair
 from harness.stats.correction import CORRECTIONS, adjust_pvalues
-from harness.stats.paired import (StatisticsError, TestResult, bootstrap_ci, bootstrap_test, effect_size, paired_ttest,
-                                  randomization_test, win_tie_loss)
+from harness.stats.paired import (
+    StatisticsError,
+    TestResult,
+    bootstrap_ci,
+    bootstrap_test,
+    effect_size,
+    paired_ttest,
+    randomization_test,
+    win_tie_loss,
+)
 from harness.stats.seeds import comparison_rng, comparison_seed
 from harness.stats.suite import FAMILIES, ComparisonReport, apply_correction, compare_suite, compare_systems
 

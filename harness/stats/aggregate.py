@@ -21,7 +21,7 @@ Significance of an aggregate is computed by one of two stated methods:
 """
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 

@@ -10,8 +10,8 @@ A query scored for one system but not the other is never dropped silently:
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence, Union
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from harness.stats.paired import StatisticsError
 MISSING_POLICIES = ("error", "zero")
 _EXAMPLES = 5
 
-QueryScores = Union[Mapping[str, float], EvaluationResult, tuple]
+QueryScores = Mapping[str, float] | EvaluationResult | tuple
 
 
 class MissingQueriesError(StatisticsError):

@@ -18,8 +18,9 @@ The method and family are recorded on every comparison (``correction``,
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence, Union
+from typing import Any
 
 from harness.errors import ConfigError
 from harness.results import EvaluationResult
@@ -29,7 +30,7 @@ from harness.stats.compare import DEFAULT_OPTIONS, Comparison, StatsOptions, com
 from harness.stats.correction import CORRECTION_CONTROLS, CORRECTION_NAMES, CORRECTIONS, adjust_pvalues
 
 FAMILIES = ("all", "metric", "dataset", "system")
-Family = Union[str, Callable[[Comparison], Any]]
+Family = str | Callable[[Comparison], Any]
 
 
 @dataclass
