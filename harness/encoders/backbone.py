@@ -103,7 +103,8 @@ def file_digest(file: str | Path) -> str:
     except (OSError, ValueError):
         pass
     value = _hash_file(file)
-    if time.time_ns() - stat.st_mtime_ns > RACY_SECONDS * 1_000_000_000 and {"path": str(file), **_stat_key(file.stat())} == key:
+    settled = time.time_ns() - stat.st_mtime_ns > RACY_SECONDS * 1_000_000_000
+    if settled and {"path": str(file), **_stat_key(file.stat())} == key:
         try:
             from harness.io import atomic_write_json
 

@@ -217,7 +217,7 @@ class BM25Index:
 
     @classmethod
     def build(cls, corpus: Corpus, language: str = "en", index_dir: str | Path | None = None,
-              threads: int | None = None) -> "BM25Index":
+              threads: int | None = None) -> BM25Index:
         """Return the cached index of ``corpus`` under ``language``, building it first if absent."""
         analyzer = resolve_language(language)
         lucene_analyzer(analyzer)  # fail early: unsupported analyzer or runtime

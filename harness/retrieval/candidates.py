@@ -5,7 +5,8 @@ scored this way instead of by retrieval over the whole corpus (C-MTEB's rerankin
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from harness.benchmark import LoadedBenchmark
 
 
-def score_candidates(encoder, loaded: "LoadedBenchmark", batch_size: int | None = None) -> Run:
+def score_candidates(encoder, loaded: LoadedBenchmark, batch_size: int | None = None) -> Run:
     """Score every candidate of every query with a dense encoder (the reranking protocol)."""
     candidates: Mapping[str, list[str]] = loaded.meta["candidates"]
     corpus = loaded.dataset.corpus
