@@ -54,10 +54,11 @@ this order, with a :class:`harness.train.context.TrainContext` ``ctx``:
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -92,7 +93,7 @@ class PlannedRun:
 
     label: str
     method: str
-    spec: "TrainSpec"
+    spec: TrainSpec
     frozen_forwards: int = 0
 
 
@@ -136,7 +137,7 @@ class Method:
 
     # ------------------------------------------------------------------ configuration
     @classmethod
-    def spec(cls, scale: str = "tiny", **overrides: Any) -> "TrainSpec":
+    def spec(cls, scale: str = "tiny", **overrides: Any) -> TrainSpec:
         """The method's recipe at ``scale`` with ``overrides`` applied (``steps`` alone rescales the warmup)."""
         from harness.train.spec import TrainSpec
 
@@ -156,7 +157,7 @@ class Method:
             raise ConfigError(f"method {self.name!r}: unknown option(s) {', '.join(unknown)}; options: {known}")
         return {**thawed(self.default_options), **options}
 
-    def dataset_weights(self, spec: "TrainSpec", data: "TrainingData") -> np.ndarray:
+    def dataset_weights(self, spec: TrainSpec, data: TrainingData) -> np.ndarray:
         """Initial sampling weights: ``spec.dataset_weights`` (by source name), else uniform."""
         if spec.dataset_weights is None:
             return np.full(len(data), 1.0 / len(data))
@@ -170,44 +171,44 @@ class Method:
     # Run ``run_episode`` before every ``episode_every``-th step (0: never); see ``episode_steps``.
     episode_every: ClassVar[int] = 0
 
-    def representation_head(self, spec: "TrainSpec") -> "Head | None":
+    def representation_head(self, spec: TrainSpec) -> Head | None:
         """The model's representation head (None: the spec's dense pooling)."""
         return None
 
-    def configure(self, ctx: "TrainContext") -> None:
+    def configure(self, ctx: TrainContext) -> None:
         """Called once before training/resuming."""
 
-    def episode_steps(self, spec: "TrainSpec") -> list[int]:
+    def episode_steps(self, spec: TrainSpec) -> list[int]:
         """Steps before which an episode runs (0 means before any training)."""
         every = self.episode_every
         return list(range(every, spec.steps, every)) if every > 0 else []
 
-    def run_episode(self, ctx: "TrainContext", directory: Path) -> None:
+    def run_episode(self, ctx: TrainContext, directory: Path) -> None:
         """Between-stretch work with the current model (``ctx.model``); deterministic given the
         model and ``state_dict``, since a killed episode is redone from the checkpoint before it."""
         raise ConfigError(f"method {self.name!r} schedules episodes but defines no run_episode")
 
-    def make_batch(self, examples: list[tuple[int, int]], ctx: "TrainContext", micro_index: int) -> "Batch":
+    def make_batch(self, examples: list[tuple[int, int]], ctx: TrainContext, micro_index: int) -> Batch:
         """This rank's tokenized micro-batch from the global draw ``examples`` ((source, row) pairs)."""
         from harness.train.batching import default_batch
 
         return default_batch(examples, ctx, micro_index)
 
-    def losses(self, encoded: "EncodedBatch", ctx: "TrainContext") -> "tuple[torch.Tensor, torch.Tensor]":
+    def losses(self, encoded: EncodedBatch, ctx: TrainContext) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-sample losses (with graph) and group ids of this micro-batch (default: InfoNCE, HN/IBN/CBN)."""
         return ctx.info_nce_losses(encoded)
 
-    def observe(self, out: "LossOutput", ctx: "TrainContext") -> None:
+    def observe(self, out: LossOutput, ctx: TrainContext) -> None:
         """Called per micro-batch before the loss is formed."""
 
-    def reduce(self, out: "LossOutput", ctx: "TrainContext") -> "torch.Tensor":
+    def reduce(self, out: LossOutput, ctx: TrainContext) -> torch.Tensor:
         """The scalar training loss of this micro-batch (default: mean of the per-sample losses)."""
         return out.losses.mean()
 
-    def on_weight_step(self, name: str, ctx: "TrainContext") -> None:
+    def on_weight_step(self, name: str, ctx: TrainContext) -> None:
         """Called after the weight optimizer ``name`` stepped."""
 
-    def on_step_end(self, ctx: "TrainContext") -> None:
+    def on_step_end(self, ctx: TrainContext) -> None:
         """Called after each optimizer step of the model."""
 
     def scalars(self) -> dict[str, float]:
@@ -221,25 +222,25 @@ class Method:
         if state:
             raise ConfigError(f"method {self.name!r} has no state but the checkpoint holds {sorted(state)}")
 
-    def export(self, ctx: "TrainContext", directory: Path) -> None:
+    def export(self, ctx: TrainContext, directory: Path) -> None:
         """Write method outputs (e.g. learned weights) into ``directory`` at the end of training."""
 
     # ------------------------------------------------------------------ dependencies
-    def planned_dependencies(self, spec: "TrainSpec") -> list[PlannedRun]:
+    def planned_dependencies(self, spec: TrainSpec) -> list[PlannedRun]:
         """The runs ``train`` obtains through :meth:`train_dependency` first, in order (none by default);
         dry runs list them and count their compute once per distinct run."""
         return []
 
-    def frozen_forwards(self, spec: "TrainSpec") -> int:
+    def frozen_forwards(self, spec: TrainSpec) -> int:
         """Extra no-grad forwards of a same-size frozen model per step of this method's own run."""
         return 0
 
     @staticmethod
-    def run_key(method: str, spec: "TrainSpec", data: "TrainingData") -> str:
+    def run_key(method: str, spec: TrainSpec, data: TrainingData) -> str:
         """The content key of a training run (the suite runner keys its cells the same way)."""
         return content_key(train_run_config(method, spec, data.fingerprint()))
 
-    def train_dependency(self, method: str, spec: "TrainSpec", data: "TrainingData",
+    def train_dependency(self, method: str, spec: TrainSpec, data: TrainingData,
                          workdir: str | Path) -> Checkpoint:
         """Train (or reuse) another method's run that this one builds on.
 
@@ -252,13 +253,13 @@ class Method:
         return dependency.train(spec, data, root / self.run_key(method, spec, data))
 
     # ------------------------------------------------------------------ train / encode
-    def train(self, spec: "TrainSpec", data: "TrainingData", workdir: str | Path) -> Checkpoint:
+    def train(self, spec: TrainSpec, data: TrainingData, workdir: str | Path) -> Checkpoint:
         """Train (or resume, or return the finished run) in ``workdir``."""
         from harness.train.trainer import Trainer
 
         return Trainer(spec, data, workdir, method=self).run()
 
-    def encoder(self, ckpt: Checkpoint, **kwargs: Any) -> "Encoder":
+    def encoder(self, ckpt: Checkpoint, **kwargs: Any) -> Encoder:
         """The trained model as an :class:`~harness.encoders.base.Encoder` (``kwargs`` go to HFEncoder)."""
         from harness.encoders.hf import HFEncoder
 

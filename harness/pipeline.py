@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.benchmark import LoadedBenchmark, get_suite
 from harness.data.run import Run
 from harness.encoders.base import Encoder
 from harness.errors import ConfigError
 from harness.protocol import ProtocolCard
 from harness.results import EvaluationResult
 from harness.store import StoredResult, load_result, write_result
-from harness.benchmark import LoadedBenchmark, get_suite
 
 log = logging.getLogger("harness.pipeline")
 
@@ -41,10 +41,21 @@ class ModelSpec:
     bm25_k1: float = 0.9
     bm25_b: float = 0.4
     index: str = "Flat"                          # faiss factory string for dense retrieval
+    sparse_backend: str = "exact"                # sparse models: exact | lucene-impact (harness.retrieval.sparse)
+    quantization: str = "pyserini"               # lucene-impact: impact quantisation rule
 
     @property
     def is_lexical(self) -> bool:
         return self.encoder is None and self.name.lower() in LEXICAL_MODELS
+
+    @property
+    def is_sparse(self) -> bool:
+        """A term-weight model (its encoder's kind, or a sparse alias/folder): retrieved by the sparse path."""
+        if self.encoder is not None:
+            return getattr(self.encoder, "kind", "dense") == "sparse"
+        from harness.encoders.sparse import is_sparse_model
+
+        return not self.is_lexical and is_sparse_model(self.name)
 
 
 def build_encoder(spec: ModelSpec, card: ProtocolCard) -> Encoder:
@@ -52,6 +63,7 @@ def build_encoder(spec: ModelSpec, card: ProtocolCard) -> Encoder:
     if spec.encoder is not None:
         return spec.encoder
     from harness.encoders.hf import load_encoder
+    from harness.encoders.sparse import load_sparse_encoder
 
     kwargs: dict[str, Any] = dict(spec.overrides or {})
     if card.query_prompt:
@@ -62,12 +74,19 @@ def build_encoder(spec: ModelSpec, card: ProtocolCard) -> Encoder:
         kwargs.setdefault("query_max_length", card.query_max_length)
     if card.doc_max_length:
         kwargs.setdefault("doc_max_length", card.doc_max_length)
+    if spec.is_sparse:
+        return load_sparse_encoder(spec.name, **kwargs)
     return load_encoder(spec.name, **kwargs)
 
 
 def retrieve(spec: ModelSpec, loaded: LoadedBenchmark, *, cache_dir: str | Path | None = None,
-             timings: dict[str, float] | None = None) -> tuple[Run, dict[str, Any]]:
-    """Retrieve the top ``card.top_k`` documents per query; returns the run and the model identity."""
+             timings: dict[str, float] | None = None,
+             details: dict[str, Any] | None = None) -> tuple[Run, dict[str, Any]]:
+    """Retrieve the top ``card.top_k`` documents per query; returns the run and the model identity.
+
+    ``details`` (when given) receives what the manifest records beyond the identity: for a
+    sparse model, the backend, quantisation, sparsity statistics and its timings (``sparse``).
+    """
     card = loaded.card
     ds = loaded.dataset
     timings = timings if timings is not None else {}
@@ -87,6 +106,17 @@ def retrieve(spec: ModelSpec, loaded: LoadedBenchmark, *, cache_dir: str | Path 
         encoder = build_encoder(spec, card)
         identity = {**encoder.identity(), "index": "candidates"}
         run = score_candidates(encoder, loaded)
+    elif spec.is_sparse:
+        from harness.retrieval.sparse import sparse_search
+
+        encoder = build_encoder(spec, card)
+        run, info = sparse_search(encoder, ds.corpus, ds.queries, k=card.top_k, backend=spec.sparse_backend,
+                                  quantization=spec.quantization, cache_dir=cache_dir)
+        identity = {**encoder.identity(), "index": spec.sparse_backend}
+        if spec.sparse_backend != "exact":
+            identity["quantization"] = spec.quantization
+        if details is not None:
+            details["sparse"] = info
     else:
         from harness.retrieval.dense import dense_search
 
@@ -103,7 +133,8 @@ def evaluate_model(spec: ModelSpec, loaded: LoadedBenchmark, out_dir: str | Path
                    extra_manifest: dict[str, Any] | None = None) -> StoredResult:
     """Run the whole pipeline and write one result directory (atomically)."""
     timings: dict[str, float] = {}
-    run, identity = retrieve(spec, loaded, cache_dir=cache_dir, timings=timings)
+    details: dict[str, Any] = {}
+    run, identity = retrieve(spec, loaded, cache_dir=cache_dir, timings=timings, details=details)
     start = time.perf_counter()
     suite = get_suite(suite_name or loaded.card.suite)
     evaluation: EvaluationResult = suite.evaluate(loaded, run)
@@ -117,6 +148,7 @@ def evaluate_model(spec: ModelSpec, loaded: LoadedBenchmark, out_dir: str | Path
                     "corpus_hash": loaded.dataset.corpus.content_hash(),
                     "queries_hash": loaded.dataset.queries.content_hash()},
         "timings": timings,
+        **details,
     }
     manifest.update(extra_manifest or {})
     write_result(out_dir, run=run, evaluation=evaluation, card=loaded.card, manifest=manifest)

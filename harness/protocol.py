@@ -43,7 +43,7 @@ class ProtocolCard:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ProtocolCard":
+    def from_dict(cls, d: dict[str, Any]) -> ProtocolCard:
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in d.items() if k in known}
         if "metrics" in kwargs:
@@ -52,7 +52,7 @@ class ProtocolCard:
             kwargs["extra"] = tuple(sorted(kwargs["extra"].items()))
         return cls(**kwargs)
 
-    def with_(self, **changes: Any) -> "ProtocolCard":
+    def with_(self, **changes: Any) -> ProtocolCard:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d.update(changes)
         if isinstance(d.get("extra"), dict):

@@ -61,7 +61,8 @@ def library_versions() -> dict[str, str]:
 def git_commit(repo: Path | None = None) -> str | None:
     repo = repo or Path(__file__).resolve().parents[1]
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=5, check=False)
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=5,
+                             check=False)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
                                capture_output=True, text=True, timeout=5, check=False)
     except (OSError, subprocess.SubprocessError):

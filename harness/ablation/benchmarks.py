@@ -59,7 +59,8 @@ def subset_benchmark(loaded: LoadedBenchmark, max_queries: int | None, corpus_sa
     extra = dict(loaded.card.extra)
     extra.update({"subset_max_queries": max_queries, "subset_corpus_sample": corpus_sample,
                   "subset_seed": SUBSET_SEED})
-    loaded.card = loaded.card.with_(extra=extra, data_hash=data_hash(ds, answers, [f"subset={max_queries},{corpus_sample}"]))
+    subset = [f"subset={max_queries},{corpus_sample}"]
+    loaded.card = loaded.card.with_(extra=extra, data_hash=data_hash(ds, answers, subset))
     loaded.answers = answers
     loaded.meta = {k: v for k, v in loaded.meta.items() if not k.startswith("_")}
     return loaded

@@ -93,7 +93,8 @@ class AblationSuite:
     def scale(self, name: str) -> ScaleConfig:
         if name not in self.scales:
             hint = closest(name, self.scales)
-            raise ConfigError(f"suite {self.name!r} has no scale {name!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+            raise ConfigError(f"suite {self.name!r} has no scale {name!r}"
+                              + (f" (did you mean {hint!r}?)" if hint else "")
                               + f"; scales: {', '.join(self.scales)}")
         return self.scales[name]
 

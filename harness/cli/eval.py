@@ -14,6 +14,9 @@ DEFAULT_METRICS = ("ndcg@10", "recall@100", "mrr@10", "map", "p@10", "success@10
 BM25_K1, BM25_B = 0.9, 0.4
 DENSE_ONLY = ("pooling", "query_prompt", "doc_prompt", "normalize", "max_length", "batch_size", "index")
 BM25_ONLY = ("k1", "b")
+SPARSE_ONLY = ("sparse_backend", "quantization")
+SPARSE_BACKENDS = ("exact", "lucene-impact")
+QUANTIZATIONS = ("pyserini", "splade")
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="suite-specific load option (repeatable), e.g. --option gallery=sub200k --option seed=7 "
                         "for DuReader's 200k sub-gallery; values are parsed as YAML scalars")
     p.add_argument("-m", "--metric", action="append", dest="metrics", default=None,
-                   help=f"metric to report (repeatable; default: the suite's metrics, plus {', '.join(DEFAULT_METRICS)} "
-                        "for the generic protocol)")
+                   help="metric to report (repeatable; default: the suite's metrics, plus "
+                        f"{', '.join(DEFAULT_METRICS)} for the generic protocol)")
     p.add_argument("--out", type=Path, default=None,
                    help="result directory (default: results/<suite>/<dataset>/<model>); an existing folder is refused "
                         "unless it is a previous harness result and --overwrite is given")
@@ -49,7 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--results-root", type=Path, default=Path("results"), help="root for default result directories")
     p.add_argument("--cache-dir", type=Path, default=None,
                    help="embedding/index cache (default: $HARNESS_CACHE or ~/.cache/retrieval-harness)")
-    p.add_argument("--pooling", choices=("cls", "mean", "last"), default=None, help="pooling for a model path")
+    p.add_argument("--pooling", choices=("cls", "mean", "last", "max", "sum"), default=None,
+                   help="pooling for a model path (dense: cls/mean/last; sparse term weights: max/sum)")
     p.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None, help="L2-normalise embeddings")
     p.add_argument("--query-prompt", default=None, help="prefix for queries (overrides model default)")
     p.add_argument("--doc-prompt", default=None, help="prefix for documents (overrides model default)")
@@ -58,6 +62,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--index", default=None,
                    help="faiss index factory string (Flat, HNSW32, IVF1024,Flat, ...; default Flat)")
     p.add_argument("--top-k", type=positive_int, default=None, help="run depth (default: the card's, 1000)")
+    p.add_argument("--sparse-backend", choices=SPARSE_BACKENDS, default=None,
+                   help="retrieval backend for a sparse (term-weight) model: exact scipy dot products (default) "
+                        "or Lucene impact search through Pyserini")
+    p.add_argument("--quantization", choices=QUANTIZATIONS, default=None,
+                   help="impact quantisation for --sparse-backend lucene-impact: pyserini = round(w/5*256) "
+                        "(default), splade = rint(w*100)")
     # None defaults tell "given" from "default", to warn about options the model ignores.
     p.add_argument("--k1", type=float, default=None, help=f"BM25 k1 (default {BM25_K1})")
     p.add_argument("--b", type=float, default=None, help=f"BM25 b (default {BM25_B})")
@@ -92,8 +102,9 @@ def run(args: argparse.Namespace) -> int:
     if args.max_length:
         overrides["query_max_length"] = overrides["doc_max_length"] = args.max_length
     spec = ModelSpec(args.model, overrides=overrides, bm25_k1=BM25_K1 if args.k1 is None else args.k1,
-                     bm25_b=BM25_B if args.b is None else args.b, index=args.index or "Flat")
-    warn_ignored_options(args, lexical=spec.is_lexical)
+                     bm25_b=BM25_B if args.b is None else args.b, index=args.index or "Flat",
+                     sparse_backend=args.sparse_backend or "exact", quantization=args.quantization or "pyserini")
+    warn_ignored_options(args, lexical=spec.is_lexical, sparse=spec.is_sparse)
     out = args.out or default_out_dir(args.results_root, loaded, spec)
     # Before any compute.  The default location is the harness's own: a previous result there is
     # replaced; an explicit --out replaces one only with --overwrite.  Nothing else is ever replaced.
@@ -109,14 +120,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def warn_ignored_options(args: argparse.Namespace, lexical: bool) -> list[str]:
+def warn_ignored_options(args: argparse.Namespace, lexical: bool, sparse: bool = False) -> list[str]:
     """Log one warning per given option that the model does not use (dense options with
-    BM25, ``--k1``/``--b`` with a dense model); returns the options named."""
-    ignored = [k for k in (DENSE_ONLY if lexical else BM25_ONLY) if getattr(args, k) is not None]
+    BM25, ``--k1``/``--b`` with a dense model, sparse options with a non-sparse one); returns the options named."""
+    unused = DENSE_ONLY + SPARSE_ONLY if lexical else BM25_ONLY + ("index", "normalize") if sparse else \
+        BM25_ONLY + SPARSE_ONLY
+    if sparse and args.sparse_backend != "lucene-impact":
+        unused += ("quantization",)
+    ignored = [k for k in unused if getattr(args, k, None) is not None]
     for key in ignored:
         flag = "--" + key.replace("_", "-")
-        log.warning("%s does not apply to %s and is ignored", flag,
-                    f"BM25 (--model {args.model})" if lexical else f"a dense model (--model {args.model})")
+        what = "BM25" if lexical else "a sparse model" if sparse else "a dense model"
+        log.warning("%s does not apply to %s (--model %s) and is ignored", flag, what, args.model)
     return ignored
 
 

@@ -30,9 +30,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "paper (the papers' GPU configurations; use --dry-run here)")
     p.add_argument("--results-root", type=Path, default=Path("results"), help="shared results directory")
     p.add_argument("--cache-dir", type=Path, default=None, help="embedding/index cache")
-    p.add_argument("--shard", type=_shard, default=(1, 1), help="run only shard i of n (machines share the results root)")
+    p.add_argument("--shard", type=_shard, default=(1, 1),
+                   help="run only shard i of n (machines share the results root)")
     p.add_argument("--only", action="append", default=None, help="run only this variant (repeatable)")
-    p.add_argument("--dry-run", action="store_true", help="print the plan (cells, status, compute estimate); load no weights")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the plan (cells, status, compute estimate); load no weights")
     p.add_argument("--format", choices=("markdown", "latex", "json"), default="markdown")
     p.add_argument("--list", action="store_true", help="list the suites shipped with the project")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -45,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     if args.list or not args.suite:
         for name, path in list_suite_files().items():
             suite = load_suite(path)
-            print(f"{name:<14} scales: {', '.join(suite.scales):<20} {suite.description.splitlines()[0] if suite.description else ''}")
+            first_line = suite.description.splitlines()[0] if suite.description else ""
+            print(f"{name:<14} scales: {', '.join(suite.scales):<20} {first_line}")
         return 0
     from harness.ablation.validate import load_validated
 
@@ -73,10 +76,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _dry_run(suite, args) -> int:
     from harness.ablation.cells import content_key, train_run_config
+    from harness.ablation.resolve import resolve_data_entry, unresolved
     from harness.ablation.runner import SuiteRun
     from harness.method import get_method
-
-    from harness.ablation.resolve import resolve_data_entry, unresolved
 
     cfg = suite.scale(args.scale)
     # Keys need the data fingerprint (hashing the data files, no weights loaded); only data behind an
@@ -87,7 +89,8 @@ def _dry_run(suite, args) -> int:
     print(f"suite {suite.name} v{suite.version} at scale {args.scale}: {len(runner.train_cells)} training cells x "
           f"{len(cfg.benchmarks)} benchmarks; baseline {suite.baseline}; metrics {', '.join(suite.metrics)}")
     print(f"training data: {', '.join(map(str, cfg.data))}"
-          + ("" if has_data else " (not available here: keys marked * leave the data out and differ from a real run's)"))
+          + ("" if has_data
+             else " (not available here: keys marked * leave the data out and differ from a real run's)"))
     total_hours = 0.0
     seen = {cell.key: cell.variant.id for cell in runner.train_cells}
     counted: set[str] = set()
@@ -129,7 +132,8 @@ def _dry_run(suite, args) -> int:
         print(f"evaluations: {stored} of {len(runner.eval_cells)} stored"
               + ("" if stored < len(runner.eval_cells) else " (the table can be rebuilt without compute)"))
     if total_hours:
-        print(f"estimated training compute: {total_hours:.1f} GPU-hours (H100-class, 40% MFU; see harness/train/plan.py)")
+        print(f"estimated training compute: {total_hours:.1f} GPU-hours "
+              "(H100-class, 40% MFU; see harness/train/plan.py)")
     return 0
 
 

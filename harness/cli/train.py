@@ -71,8 +71,9 @@ def build_spec(args, method):
 
 
 def build_data(args):
-    from harness.data.collections import is_beir_folder, load_training_data
     from pathlib import Path
+
+    from harness.data.collections import is_beir_folder, load_training_data
 
     entries = []
     for path in args.data:
