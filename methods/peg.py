@@ -236,7 +236,7 @@ _SMALL = {
 _TINY = {
     **_SMALL,
     "query_max_length": 32, "doc_max_length": 64, "temperature": 0.05, "steps": 150, "warmup_steps": 15,
-    "lr": 1e-3, "save_every": 50, "progress": False,
+    "lr": 1e-3, "save_every": 50, "progress": False, "dropout": False,   # as the uniform tiny recipe
 }
 
 

@@ -18,8 +18,12 @@ recipe at three scales (``presets``, plain data):
   0.002 is tuned for a 0.5B decoder); no instructions (MiniLM was trained without
   them); fp32 on CPU.
 * ``tiny``: a tiny random model on the synthetic world (seconds): lr 1e-3, tau 0.05,
-  short sequences, 40 steps.  The model is given by the caller (the synthetic
+  short sequences, 40 steps, no dropout.  The model is given by the caller (the synthetic
   world's tiny model).
+
+Dropout follows the model's config during training (the trainer puts the model in train
+mode; ``from_pretrained`` leaves it in eval mode): MiniLM trains with its 0.1 at ``small``
+scale; Qwen1.5's config has none.
 """
 from __future__ import annotations
 
@@ -52,8 +56,10 @@ _TINY = {
     "model": "minilm", "pooling": "mean", "append_eos": False,
     "query_max_length": 32, "doc_max_length": 64,
     "temperature": 0.05, "batch_size": 16, "steps": 40, "warmup_steps": 4, "lr": 1e-3, "weight_decay": 0.01,
-    # Checkpoints every 50 steps: a killed suite resumes the cell instead of starting it again.
-    "precision": "fp32", "gradient_checkpointing": False, "save_every": 50, "progress": False,
+    # Checkpoints every 50 steps: a killed suite resumes the cell instead of starting it again.  No
+    # dropout: the tiny model stands in for the paper's decoder, whose config has none, and a seconds-long
+    # run on planted structure should not spend its steps on dropout noise.
+    "precision": "fp32", "gradient_checkpointing": False, "save_every": 50, "progress": False, "dropout": False,
 }
 
 

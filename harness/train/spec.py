@@ -63,7 +63,9 @@ class TrainSpec:
         (None: the method decides, uniform for the baseline).
     Optimisation
         AdamW ``lr``, ``weight_decay``, ``adam_betas``, ``adam_eps``, ``max_grad_norm``
-        (0 = no clipping); ``schedule`` with ``warmup_steps`` and ``min_lr_ratio``.
+        (0 = no clipping); ``schedule`` with ``warmup_steps`` and ``min_lr_ratio``;
+        ``dropout`` (True: the model trains in train mode, its dropout active, as standard
+        fine-tuning does; False: eval mode throughout, e.g. COCO's default).
     Memory and precision
         ``precision`` (fp32/bf16/fp16 autocast; the low precisions need a GPU),
         ``gradient_checkpointing``, ``gradcache_chunk_size`` (None = no gradient cache),
@@ -105,6 +107,7 @@ class TrainSpec:
     adam_betas: tuple[float, float] = (0.9, 0.999)
     adam_eps: float = 1e-8
     max_grad_norm: float = 1.0
+    dropout: bool = True
 
     precision: str = "bf16"
     gradient_checkpointing: bool = True

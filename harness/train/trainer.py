@@ -177,6 +177,8 @@ class Trainer:
         self.head = self.method.representation_head(spec)
         self.model, self.tokenizer, self.enc = build_model(spec, head=self.head)
         self.model.to(acc.device)
+        # from_pretrained returns the backbone in eval mode: without this, dropout would never be active.
+        self.model.train(spec.dropout)
         optimizer = self._optimizer(self.model)
         self.scheduler = make_scheduler(optimizer, spec.steps, spec.warmup_steps, spec.schedule, spec.min_lr_ratio)
         global_micro = spec.batch_size // spec.grad_accum
