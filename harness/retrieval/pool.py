@@ -212,6 +212,31 @@ class CandidatePool:
             chunk.save(path)
             yield chunk
 
+    @property
+    def scores_are_cosines(self) -> bool:
+        """True when pool scores are (mean) cosines, which positive-relative and absolute thresholds need."""
+        return self.fusion is None and all(isinstance(s, DenseSource) and s.encoder.similarity == "cos"
+                                           for s in self.sources)
+
+    def pair_scores(self, queries: Queries, passages: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """The pool's score of each query with each of its own passages (its positives): the mean over
+        the dense sources of their cosines, so they compare with the candidates' scores."""
+        if not self.scores_are_cosines:
+            raise ConfigError("scoring positives needs cosine scores: dense sources with fusion 'mean' "
+                              f"(got sources {[s.name for s in self.sources]}, fusion {self.fusion_name!r})")
+        flat = [p for ps in passages for p in ps]
+        owner = np.repeat(np.arange(len(passages)), [len(ps) for ps in passages])
+        total = np.zeros(len(flat), dtype=np.float64)
+        for source in self.sources:
+            assert isinstance(source, DenseSource)
+            q = self._query_vectors(source, queries)
+            d = np.asarray(source.encoder.encode_docs(flat, batch_size=self.batch_size, progress=self.progress),
+                           dtype=np.float32)
+            total += np.einsum("nd,nd->n", q[owner], d).astype(np.float64)
+        total /= len(self.sources)
+        bounds = np.cumsum([0] + [len(ps) for ps in passages])
+        return [total[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
     # ------------------------------------------------------------------ retrieval
     def compute(self, queries: Queries, positives: Mapping[str, Sequence[str]]) -> CandidateChunk:
         """The pools of ``queries`` (no cache)."""

@@ -2,43 +2,16 @@
 removed, chunked cache keyed by content, memory bounded by the chunk."""
 from __future__ import annotations
 
-import hashlib
 import tracemalloc
 
 import numpy as np
 import pytest
+from mining_util import SaltEncoder
 
 from harness.data import Corpus, Queries
-from harness.encoders.base import Encoder
 from harness.encoders.cache import encode_corpus
 from harness.errors import ConfigError
 from harness.retrieval.pool import BM25Source, CandidatePool, DenseSource
-
-DIM = 12
-
-
-class SaltEncoder(Encoder):
-    """Deterministic unit vectors per (salt, text); counts the texts it encodes."""
-
-    similarity = "cos"
-
-    def __init__(self, salt: str, dim: int = DIM):
-        self.salt, self.dim, self.calls = salt, dim, 0
-
-    def identity(self):
-        return {"encoder": "salt", "salt": self.salt, "dim": self.dim}
-
-    def encode_docs(self, texts, *, batch_size=None, progress=True):
-        self.calls += len(texts)
-        out = np.empty((len(texts), self.dim), np.float32)
-        for i, t in enumerate(texts):
-            seed = int.from_bytes(hashlib.sha256(f"{self.salt}|{t}".encode()).digest()[:8], "little")
-            v = np.random.default_rng(seed).standard_normal(self.dim)
-            out[i] = v / np.linalg.norm(v)
-        return out
-
-    encode_queries = encode_docs
-
 
 N_DOCS = 300
 CORPUS = Corpus([f"d{i:03d}" for i in range(N_DOCS)], [""] * N_DOCS, [f"passage {i}" for i in range(N_DOCS)])

@@ -1,0 +1,203 @@
+"""Mine hard negatives for training rows: candidate pools -> a selection strategy -> mined rows.
+
+Input rows are the harness's ``{"query", "pos", "neg"}`` lines.  The corpus searched is a given
+BEIR corpus, or else every distinct passage of the rows (their positives and existing negatives,
+ids from the text's hash), as sentence-transformers' miner does.  A candidate whose text equals one
+of the query's positives is removed with the positives (duplicates cannot become negatives).
+
+Outputs, next to ``out`` (a ``.jsonl`` file ``harness train --data`` reads):
+
+* ``out``: the rows with ``neg`` replaced by the mined negatives (other keys kept);
+* ``<stem>.provenance.jsonl``: per row, each negative's document id, rank, fused score and per-source
+  scores, the positive scores, the threshold and what each rule removed;
+* ``<stem>.report.json``: the configuration and the mining report (candidates per query, share
+  removed by each rule, pool fill, under-full pools).
+
+Work is stored per candidate chunk in ``.<name>.parts/`` (atomic files), so a killed run resumes
+with the chunks it lacks; the final files are written atomically and the parts removed.  The same
+inputs and settings give byte-identical outputs (the random window draws from a seed derived from
+the mining seed and the row).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.data.beir import Corpus, Queries
+from harness.data.training import TrainingRow
+from harness.errors import ConfigError
+from harness.io import atomic_write, atomic_write_json
+from harness.retrieval.pool import CandidatePool
+from methods.mining.selection import POSITIVE_RELATIVE, STRATEGIES, select
+
+RULES = ("positive", "shift", "window", "threshold", "pool_size")
+PARTS_CONFIG = "config.json"
+
+
+@dataclass(frozen=True)
+class MiningSettings:
+    """The selection step (METHODS.md 5.2) and its parameters."""
+
+    strategy: str = "perc_pos"
+    k: int = 30
+    shift: int = 10
+    window: int | None = None
+    threshold: float = 0.6
+    margin: float = 0.15
+    percent: float = 0.9
+    pos_agg: str = "min"
+    seed: int = 0
+    min_pool: int = 7          # a pool smaller than this is under-full (sampled with replacement later)
+
+    def check(self, pool: CandidatePool) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ConfigError(f"unknown selection strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}")
+        if self.strategy in (*POSITIVE_RELATIVE, "abs") and not pool.scores_are_cosines:
+            raise ConfigError(f"strategy {self.strategy!r} compares scores with a threshold, which needs cosine "
+                              "scores (dense sources with fusion 'mean'); rank fusions and BM25 suit naive/shifted")
+        select([1.0, 0.5], [0.9], self.strategy, self.k, shift=self.shift, threshold=self.threshold,
+               margin=self.margin, percent=self.percent, pos_agg=self.pos_agg, window=self.window, seed=self.seed)
+
+
+def passage_id(text: str) -> str:
+    return "p" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def rows_corpus(rows: Sequence[TrainingRow]) -> Corpus:
+    """Every distinct passage of the rows (positives, then negatives), in order of first appearance."""
+    seen: dict[str, None] = {}
+    for row in rows:
+        for text in (*row.pos, *row.neg):
+            seen.setdefault(text, None)
+    texts = list(seen)
+    return Corpus([passage_id(t) for t in texts], [""] * len(texts), texts, source="training rows")
+
+
+def _row_seed(seed: int, i: int, query: str) -> int:
+    digest = hashlib.sha256(f"{seed}|{i}|{query}".encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def _positives(rows: Sequence[TrainingRow], corpus: Corpus) -> dict[str, list[str]]:
+    by_text: dict[str, list[str]] = {}
+    for doc_id, text in zip(corpus.ids, corpus.passages()):
+        by_text.setdefault(text, []).append(doc_id)
+    return {f"row{i}": sorted({d for p in row.pos for d in by_text.get(p.strip(), [])}) for i, row in enumerate(rows)}
+
+
+def _row_json(row: TrainingRow, negatives: list[str]) -> str:
+    extra = {k: v for k, v in row.meta.items() if k != "line"}
+    return json.dumps({"query": row.query, "pos": row.pos, "neg": negatives, **extra}, ensure_ascii=False)
+
+
+def _float(x: float) -> float | None:
+    return None if np.isnan(x) else round(float(x), 7)
+
+
+def _mine_chunk(chunk, rows, corpus_text, pool, settings, source_names) -> tuple[list[str], list[str], list[dict]]:
+    idx = [int(q[3:]) for q in chunk.query_ids]
+    need_pos = settings.strategy in POSITIVE_RELATIVE or pool.scores_are_cosines
+    pos_scores = pool.pair_scores(Queries([f"row{i}" for i in idx], [rows[i].query for i in idx]),
+                                  [rows[i].pos for i in idx]) if need_pos else [np.zeros(0)] * len(idx)
+    out_rows, prov_rows, stats = [], [], []
+    for j, i in enumerate(idx):
+        docs, scores, src = chunk.pool(j)
+        sel = select(scores, pos_scores[j], settings.strategy, settings.k, shift=settings.shift,
+                     threshold=settings.threshold, margin=settings.margin, percent=settings.percent,
+                     pos_agg=settings.pos_agg, window=settings.window, seed=_row_seed(settings.seed, i, rows[i].query))
+        negatives = [corpus_text[str(docs[r])] for r in sel.indices]
+        out_rows.append(_row_json(rows[i], negatives))
+        prov = {"row": i, "line": rows[i].meta.get("line"), "candidates": len(docs),
+                "positives_removed": int(chunk.positives_removed[j]),
+                "positive_scores": [_float(s) for s in pos_scores[j]],
+                "threshold": None if sel.threshold is None else _float(sel.threshold), "removed": sel.removed,
+                "negatives": [{"doc_id": str(docs[r]), "rank": int(r) + 1, "score": _float(scores[r]),
+                               "scores": dict(zip(source_names, (_float(v) for v in src[r])))}
+                              for r in sel.indices]}
+        prov_rows.append(json.dumps(prov, ensure_ascii=False))
+        stats.append({"candidates": len(docs), "positive": int(chunk.positives_removed[j]),
+                      "pool": len(sel.indices), **sel.removed})
+    return out_rows, prov_rows, stats
+
+
+def _report(stats: list[dict], settings: MiningSettings) -> dict[str, Any]:
+    n = len(stats)
+    cands = np.array([s["candidates"] for s in stats], dtype=np.float64)
+    pools = np.array([s["pool"] for s in stats], dtype=np.float64)
+    retrieved = cands.sum() + sum(s["positive"] for s in stats)
+    removed = {r: sum(s.get(r, 0) for s in stats) for r in RULES}
+    return {
+        "rows": n,
+        "candidates_per_query": {"mean": float(cands.mean()) if n else 0.0, "min": int(cands.min(initial=0)),
+                                 "max": int(cands.max(initial=0))},
+        # share of all retrieved documents each rule removed (pool_size: beyond k)
+        "removed_share": {r: (v / retrieved if retrieved else 0.0) for r, v in removed.items()},
+        "removed": removed,
+        "pool_fill": float(pools.mean() / settings.k) if n else 0.0,
+        "full_pools": int((pools >= settings.k).sum()),
+        "under_full_pools": int((pools < settings.min_pool).sum()),
+        "empty_pools": int((pools == 0).sum()),
+    }
+
+
+def mine_rows(rows: Sequence[TrainingRow], pool_factory: Callable[[Corpus], CandidatePool], out: str | Path,
+              settings: MiningSettings, *, corpus: Corpus | None = None, progress: bool = False,
+              overwrite: bool = False) -> dict[str, Any]:
+    """Mine negatives for ``rows`` and write ``out`` with its provenance and report (see the module doc).
+    ``pool_factory`` builds the candidate pool for the corpus searched.  Returns the report."""
+    out = Path(out)
+    prov_path, report_path = out.with_name(out.stem + ".provenance.jsonl"), out.with_name(out.stem + ".report.json")
+    if not overwrite:
+        for path in (out, prov_path, report_path):
+            if path.exists():
+                raise ConfigError(f"{path} exists; pass --overwrite to replace it")
+    if not rows:
+        raise ConfigError("no training rows to mine")
+    corpus = corpus if corpus is not None else rows_corpus(rows)
+    pool = pool_factory(corpus)
+    settings.check(pool)
+    queries = Queries([f"row{i}" for i in range(len(rows))], [r.query for r in rows])
+    positives = _positives(rows, corpus)
+    config = {"format": 1, "pool": pool.config(), "corpus": corpus.content_hash(), "queries": queries.content_hash(),
+              "positives": pool.key(queries, positives), "selection": asdict(settings)}
+    parts = out.with_name(f".{out.name}.parts")
+    if (parts / PARTS_CONFIG).is_file():
+        if json.loads((parts / PARTS_CONFIG).read_text(encoding="utf-8")) != config:
+            shutil.rmtree(parts)                    # parts of other settings: ours, stale
+    atomic_write_json(parts / PARTS_CONFIG, config)
+    corpus_text = dict(zip(corpus.ids, corpus.passages()))
+    names = [s.name for s in pool.sources]
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(rows), unit="query", desc="mining", disable=not progress)
+    all_stats: list[dict] = []
+    chunk_no = 0
+    for chunk in pool.chunks(queries, positives):
+        done = parts / f"part-{chunk_no:05d}.json"
+        if done.is_file():
+            part = json.loads(done.read_text(encoding="utf-8"))
+        else:
+            mined, prov, stats = _mine_chunk(chunk, rows, corpus_text, pool, settings, names)
+            part = {"rows": mined, "provenance": prov, "stats": stats}
+            atomic_write_json(done, part, indent=None)
+        all_stats.extend(part["stats"])
+        bar.update(len(chunk.query_ids))
+        chunk_no += 1
+    bar.close()
+    report = {"config": {**config, "pool": pool.config()}, "report": _report(all_stats, settings)}
+    files = sorted(parts.glob("part-*.json"))[:chunk_no]
+    for path, key in ((out, "rows"), (prov_path, "provenance")):
+        with atomic_write(path) as fh:
+            for f in files:
+                for line in json.loads(f.read_text(encoding="utf-8"))[key]:
+                    fh.write(line + "\n")
+    atomic_write_json(report_path, report)
+    shutil.rmtree(parts)
+    return report
