@@ -323,7 +323,7 @@ def _emit_test_set(data: DomainData, f: _Factory, index: _Index, records: list[d
     f.rng.shuffle(order)   # so that ids say nothing about roles
     width = max(4, len(str(len(index.docs))))
     doc_id = {j: f"d{k + 1:0{width}d}" for k, j in enumerate(order)}
-    for k, j in enumerate(order):
+    for j in order:
         title, text = f.render(index.docs[j])
         data.corpus.append((doc_id[j], title, text))
     data.corpus.sort(key=lambda row: row[0])

@@ -151,7 +151,7 @@ def tokenize_batch(batch: TrainBatch, tokenizer, spec: TrainSpec, append_eos: bo
     return batch
 
 
-def default_batch(examples: list[tuple[int, int]], ctx: "TrainContext", micro_index: int) -> TrainBatch:
+def default_batch(examples: list[tuple[int, int]], ctx: TrainContext, micro_index: int) -> TrainBatch:
     """The trainer's default micro-batch: query/positive/negatives rows, prompted and tokenized."""
     batch = build_batch(examples, ctx.data, ctx.spec, micro_index, ctx.rank, ctx.world_size)
     return tokenize_batch(batch, ctx.tokenizer, ctx.spec, bool(ctx.encoding.get("append_eos", False)))

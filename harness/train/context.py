@@ -20,8 +20,9 @@ run (spec, data, step, rank), the current micro-batch, and these services:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -151,13 +152,13 @@ class FrozenModel:
 
 @dataclass
 class TrainContext:
-    spec: "TrainSpec"
-    data: "TrainingData"
+    spec: TrainSpec
+    data: TrainingData
     model: torch.nn.Module                 # the unwrapped EmbeddingModel being trained
     tokenizer: Any
     device: torch.device
     options: dict[str, Any] = field(default_factory=dict)
-    sampler: "WeightedSampler | None" = None
+    sampler: WeightedSampler | None = None
     rank: int = 0
     world_size: int = 1
     step: int = 0                          # optimizer steps completed

@@ -7,8 +7,9 @@ below all of them so none imports another.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -26,7 +27,7 @@ class RandState:
     device: torch.device
 
     @classmethod
-    def capture(cls, device: torch.device) -> "RandState":
+    def capture(cls, device: torch.device) -> RandState:
         cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
         return cls(torch.get_rng_state(), cuda, device)
 

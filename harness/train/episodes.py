@@ -11,7 +11,8 @@ would.  What an episode produces that later steps use belongs in the method's
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 
 @torch.no_grad()
-def encode_texts(ctx: "TrainContext", texts: Sequence[str], max_length: int, batch_size: int = 64,
+def encode_texts(ctx: TrainContext, texts: Sequence[str], max_length: int, batch_size: int = 64,
                  prompt: str = "") -> torch.Tensor:
     """Representations (CPU, fp32) of ``texts`` from the model being trained, in eval mode (no dropout).
 

@@ -25,8 +25,9 @@ Under DDP only the very last backward of an optimizer step synchronises gradient
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -45,7 +46,7 @@ class MicroResult:
     output: LossOutput
 
 
-def checked_losses(method: "Method", encoded: EncodedBatch, ctx: TrainContext) -> tuple[torch.Tensor, torch.Tensor]:
+def checked_losses(method: Method, encoded: EncodedBatch, ctx: TrainContext) -> tuple[torch.Tensor, torch.Tensor]:
     """The method's ``losses``, refused unless they are one loss and one group id per sample."""
     losses, group_ids = method.losses(encoded, ctx)
     if losses.dim() != 1 or group_ids.shape != losses.shape:
@@ -54,7 +55,7 @@ def checked_losses(method: "Method", encoded: EncodedBatch, ctx: TrainContext) -
     return losses, group_ids.long()
 
 
-def run_micro_batch(model: torch.nn.Module, ctx: TrainContext, method: "Method", *,
+def run_micro_batch(model: torch.nn.Module, ctx: TrainContext, method: Method, *,
                     backward: Callable[[torch.Tensor], None], sync: Callable[[bool], Any],
                     step_weights: Callable[[], None], gradcache_chunk: int | None, forward_chunk: int | None = None,
                     loss_scale: Callable[[torch.Tensor], torch.Tensor] | None = None) -> MicroResult:
