@@ -51,7 +51,8 @@ def test_two_ranks_equal_one_process_with_the_global_batch(tmp_path):
     mp.spawn(worker, args=(2, free_port(), world_dir, model_dir, str(tmp_path)), nprocs=2, join=True)
     Coco().train(spec_for(world_dir, model_dir), None, tmp_path / "one")
     log1, log2 = read_log(tmp_path / "one" / "train_log.jsonl"), read_log(tmp_path / "two" / "train_log.jsonl")
-    print("\nlosses, 1 process:", [round(r["loss"], 6) for r in log1], "2 processes:", [round(r["loss"], 6) for r in log2])
+    print("\nlosses, 1 process:", [round(r["loss"], 6) for r in log1],
+          "2 processes:", [round(r["loss"], 6) for r in log2])
     assert [r["loss"] for r in log2] == pytest.approx([r["loss"] for r in log1], abs=1e-5)
     assert [r["counts"] for r in log2] == [r["counts"] for r in log1]
     assert log1[-1]["loss"] != pytest.approx(log1[0]["loss"], abs=1e-3)        # the weights did move
