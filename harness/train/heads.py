@@ -62,13 +62,18 @@ class DenseHead(Head):
 def splade_pool(logits: torch.Tensor, attention_mask: torch.Tensor, aggregation: str = "max") -> torch.Tensor:
     """(B, L, V) vocabulary logits -> (B, V) SPLADE weights over the unmasked tokens.
 
-    The activations are >= 0, so zeroing the padding positions before the max (or sum)
-    excludes them exactly (naver/splade multiplies by the mask the same way).
+    The activations are >= 0, so zeroing the padding positions before the sum excludes
+    them exactly (naver/splade multiplies by the mask the same way).  For the max,
+    log(1 + relu(.)) is non-decreasing, so it is applied after a max over the unmasked
+    logits: the same values and gradients, without a (B, L, V) activation tensor (the
+    largest tensor of a SPLADE forward).
     """
     if aggregation not in AGGREGATIONS:
         raise ConfigError(f"unknown SPLADE aggregation {aggregation!r}; choose one of {', '.join(AGGREGATIONS)}")
-    act = torch.log1p(torch.relu(logits)) * attention_mask.unsqueeze(-1).to(logits.dtype)
-    return act.amax(dim=1) if aggregation == "max" else act.sum(dim=1)
+    if aggregation == "max":
+        padded = (attention_mask == 0).unsqueeze(-1)
+        return torch.log1p(torch.relu(logits.masked_fill(padded, float("-inf")).amax(dim=1)))
+    return (torch.log1p(torch.relu(logits)) * attention_mask.unsqueeze(-1).to(logits.dtype)).sum(dim=1)
 
 
 class SparseHead(Head):

@@ -1,0 +1,198 @@
+"""Sparse encoders over masked-LM backbones: vocabulary logits -> term weights.
+
+:class:`SparseMLMEncoder` loads a model with ``transformers.AutoModelForMaskedLM`` and turns
+each text into one weight per vocabulary entry, ``log(1 + relu(logit))`` aggregated over the
+text's tokens by ``max`` or ``sum`` (the pooling of :class:`harness.train.heads.SparseHead`,
+so training and evaluation share one implementation; padding is excluded, special tokens are
+kept).  Results are :class:`~harness.encoders.sparse_vectors.SparseVectors` (CSR), optionally
+pruned to the ``top_k`` largest weights per text.  Similarity is the plain dot product.
+
+The vocabulary logits are ``(batch, length, vocabulary)`` floats, far larger than hidden
+states, so batches are cut by a token budget as well as by ``batch_size``; texts are sorted
+by token length so that a batch pads to almost nothing.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from harness.encoders.backbone import model_fingerprint, resolve_model
+from harness.encoders.base import Encoder
+from harness.encoders.hf import _DTYPE_NAMES, _pad_right, resolve_device, resolve_dtype
+from harness.encoders.model_check import check_model, load_errors
+from harness.encoders.sparse_vectors import SparseVectors
+from harness.errors import ConfigError
+from harness.train.heads import AGGREGATIONS, splade_pool
+
+DEFAULT_TOKEN_BUDGET = 8192     # tokens per forward: bounds the (tokens x vocabulary) logits in memory
+
+
+def _positive(name: str, value: Any, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+class SparseMLMEncoder(Encoder):
+    """Term weights from a masked-LM head (see the module docstring).
+
+    ``pooling`` is the aggregation over tokens (``max`` or ``sum``); prompts and max lengths
+    are as for dense encoders; ``query_top_k`` / ``doc_top_k`` prune each text to its k
+    largest weights (None: keep all).  Defaults come from the alias table (``splade-tiny``).
+    """
+
+    kind = "sparse"
+    similarity = "dot"
+
+    def __init__(self, model: str, *, pooling: str | None = None, query_prompt: str | None = None,
+                 doc_prompt: str | None = None, query_max_length: int | None = None,
+                 doc_max_length: int | None = None, query_top_k: int | None = None, doc_top_k: int | None = None,
+                 batch_size: int = 32, token_budget: int = DEFAULT_TOKEN_BUDGET, device: str | None = None,
+                 dtype: str | torch.dtype = "auto"):
+        self.model_name = model
+        check_model(model)
+        self.path, defaults = resolve_model(model)
+        self.pooling = pooling or (defaults.pooling if defaults.pooling in AGGREGATIONS else "max")
+        if self.pooling not in AGGREGATIONS:
+            raise ConfigError(f"unknown sparse pooling {self.pooling!r}; choose one of {', '.join(AGGREGATIONS)}")
+        self.query_prompt, self.doc_prompt = query_prompt or "", doc_prompt or ""
+        self.query_max_length = query_max_length or defaults.max_length
+        self.doc_max_length = doc_max_length or defaults.max_length
+        for name, value in (("query_max_length", self.query_max_length), ("doc_max_length", self.doc_max_length),
+                            ("batch_size", batch_size), ("token_budget", token_budget)):
+            _positive(name, value)
+        _positive("query_top_k", query_top_k, allow_none=True)
+        _positive("doc_top_k", doc_top_k, allow_none=True)
+        self.query_top_k, self.doc_top_k = query_top_k, doc_top_k
+        self.batch_size, self.token_budget = batch_size, token_budget
+        self.device = resolve_device(device)
+        self.dtype = resolve_dtype(dtype, self.device)
+        self._model = None
+        self._tokenizer = None
+        self._fingerprint: str | None = None
+
+    def identity(self) -> dict[str, Any]:
+        if self._fingerprint is None:
+            self._fingerprint = model_fingerprint(self.path)
+        return {"encoder": "hf-sparse", "model": self._fingerprint, "representation": "mlm-log1p-relu",
+                "pooling": self.pooling, "query_prompt": self.query_prompt, "doc_prompt": self.doc_prompt,
+                "query_max_length": self.query_max_length, "doc_max_length": self.doc_max_length,
+                "query_top_k": self.query_top_k, "doc_top_k": self.doc_top_k, "dtype": _DTYPE_NAMES[self.dtype]}
+
+    # ------------------------------------------------------------------ loading
+    def _load(self):
+        if self._model is not None:
+            return self._model, self._tokenizer
+        from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+        with load_errors(self.path):
+            tokenizer = AutoTokenizer.from_pretrained(self.path, trust_remote_code=False)
+            try:
+                model = AutoModelForMaskedLM.from_pretrained(self.path, dtype=self.dtype, trust_remote_code=False)
+            except ValueError as exc:
+                if "Unrecognized configuration class" not in str(exc):
+                    raise
+                raise ConfigError(f"model {self.model_name!r} has no masked-LM head (AutoModelForMaskedLM does not "
+                                  "support its architecture); a sparse MLM encoder needs one") from None
+        if tokenizer.pad_token_id is None:
+            raise ConfigError(f"tokenizer of {self.model_name!r} has no pad token")
+        model.to(self.device).eval()
+        self._model, self._tokenizer = model, tokenizer
+        return model, tokenizer
+
+    @property
+    def vocab_size(self) -> int:
+        model, _ = self._load()
+        return int(model.get_output_embeddings().weight.shape[0])
+
+    def vocabulary(self) -> list[str]:
+        """Token string of every vocabulary id (``vocabulary()[id]``)."""
+        _, tokenizer = self._load()
+        return [str(t) for t in tokenizer.convert_ids_to_tokens(list(range(self.vocab_size)))]
+
+    # ----------------------------------------------------------------- encoding
+    def encode_queries(self, texts: Sequence[str], *, batch_size: int | None = None,
+                       progress: bool = True) -> SparseVectors:  # type: ignore[override]
+        return self._encode(texts, self.query_max_length, self.query_prompt, self.query_top_k, batch_size,
+                            progress, "encode queries")
+
+    def encode_docs(self, texts: Sequence[str], *, batch_size: int | None = None,
+                    progress: bool = True) -> SparseVectors:  # type: ignore[override]
+        return self._encode(texts, self.doc_max_length, self.doc_prompt, self.doc_top_k, batch_size,
+                            progress, "encode docs")
+
+    def _batches(self, lengths: np.ndarray, order: np.ndarray, batch_size: int) -> list[np.ndarray]:
+        """Consecutive slices of ``order`` (longest first) within ``batch_size`` texts and the token budget."""
+        out, start, n = [], 0, len(order)
+        while start < n:
+            width = int(lengths[order[start]])          # the longest of this batch comes first
+            size = max(1, min(batch_size, self.token_budget // max(width, 1)))
+            out.append(order[start:start + size])
+            start += size
+        return out
+
+    def _encode(self, texts: Sequence[str], max_length: int, prompt: str, top_k: int | None,
+                batch_size: int | None, progress: bool, desc: str) -> SparseVectors:
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, not one string")
+        model, tokenizer = self._load()
+        vocab = self.vocab_size
+        if len(texts) == 0:
+            return SparseVectors.empty(vocab)
+        full = [prompt + t for t in texts] if prompt else list(texts)
+        ids = tokenizer(full, max_length=max_length, truncation=True, return_attention_mask=False,
+                        return_token_type_ids=False)["input_ids"]
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        order = np.argsort(-lengths, kind="stable")
+        pad_id = int(tokenizer.pad_token_id)
+        blocks: list[SparseVectors] = []
+        autocast = (torch.autocast(device_type="cuda", dtype=self.dtype)
+                    if self.device.type == "cuda" and self.dtype != torch.float32 else contextlib.nullcontext())
+        with torch.inference_mode(), autocast, tqdm(total=len(ids), desc=desc, unit="text", disable=not progress,
+                                                     leave=False) as bar:
+            for rows in self._batches(lengths, order, batch_size or self.batch_size):
+                input_ids, mask = _pad_right([ids[i] for i in rows], lengths[rows], pad_id)
+                mask = mask.to(self.device)
+                logits = model(input_ids=input_ids.to(self.device), attention_mask=mask).logits
+                weights = splade_pool(logits.float(), mask, self.pooling)
+                blocks.append(SparseVectors.from_dense(weights.cpu().numpy(), top_k))
+                bar.update(len(rows))
+        # Back to input order: block rows follow ``order``.
+        stacked = SparseVectors.concatenate(blocks)
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(len(order))
+        return stacked.take(inverse)
+
+
+def is_sparse_model(name: str) -> bool:
+    """True for sparse models: an alias whose defaults say so (``splade-tiny``), or a saved
+    sentence-transformers sparse encoder (its ``modules.json`` names ``SpladePooling``)."""
+    try:
+        path, defaults = resolve_model(name)
+    except ConfigError:
+        return False
+    if defaults.representation == "sparse":
+        return True
+    modules = Path(path) / "modules.json"
+    try:
+        return modules.is_file() and "SpladePooling" in modules.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def load_sparse_encoder(name: str, **overrides: Any) -> SparseMLMEncoder:
+    """Build a sparse encoder from keyword overrides (``None`` values mean "not given")."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    allowed = ("pooling", "query_prompt", "doc_prompt", "query_max_length", "doc_max_length", "query_top_k",
+               "doc_top_k", "batch_size", "token_budget", "device", "dtype")
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        raise ConfigError(f"unknown sparse encoder option(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
+    return SparseMLMEncoder(name, **given)

@@ -1,0 +1,168 @@
+"""The sparse corpus cache: term weights of one corpus under one sparse encoder, encoded once.
+
+Keyed exactly like the dense cache (:func:`harness.encoders.cache.embedding_key`: the
+encoder's ``identity()`` — model fingerprint, pooling, prompts, max lengths, top-k pruning,
+dtype — the corpus content hash and the passage format).  Layout::
+
+    <cache root>/sparse/<key>/meta.json                     identity, n docs, vocabulary size, shards, complete flag
+    <cache root>/sparse/<key>/shard-00000.{indptr,indices,data}.npy    one CSR block per shard (memory-mapped on read)
+
+Encoding streams shard by shard and writes every file atomically, ``indptr`` last; a shard
+counts as done only when its three arrays agree, so an interrupted encoding resumes with
+the missing shards and the stored layout.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from harness.data.beir import Corpus
+from harness.encoders.base import Encoder
+from harness.encoders.cache import DEFAULT_SHARD_SIZE, PASSAGE_FORMAT, cache_root, embedding_key
+from harness.encoders.sparse_vectors import SparseVectors
+from harness.errors import ConfigError
+from harness.io import atomic_write, atomic_write_json
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+META_FILE = "meta.json"
+PARTS = ("indices", "data", "indptr")      # written in this order: indptr last marks the shard
+
+
+def _shard_file(index: int, part: str) -> str:
+    return f"shard-{index:05d}.{part}.npy"
+
+
+@dataclass
+class CorpusSparse:
+    """Cached term weights of one corpus: CSR shards plus the corpus doc ids."""
+
+    path: Path
+    key: str
+    doc_ids: list[str]
+    vocab_size: int
+    layout: list[tuple[int, int]]
+    identity: dict[str, Any]
+    encoded_shards: int = 0
+    encode_seconds: float = 0.0
+
+    @property
+    def num_docs(self) -> int:
+        return len(self.doc_ids)
+
+    @property
+    def skipped(self) -> bool:
+        return self.encoded_shards == 0
+
+    def shards(self) -> Iterator[tuple[int, SparseVectors]]:
+        """``(start row, memory-mapped SparseVectors)`` per shard."""
+        for i, (start, _count) in enumerate(self.layout):
+            arrays = {p: np.load(self.path / _shard_file(i, p), mmap_mode="r") for p in PARTS}
+            yield start, SparseVectors(arrays["indptr"], arrays["indices"], arrays["data"], self.vocab_size)
+
+    def vectors(self) -> SparseVectors:
+        """All documents as one block (concatenated in memory when there are several shards)."""
+        parts = [v for _, v in self.shards()]
+        return parts[0] if len(parts) == 1 else SparseVectors.concatenate(parts)
+
+    def disk_bytes(self) -> int:
+        return sum(f.stat().st_size for f in self.path.glob("shard-*.npy"))
+
+
+def _read_meta(entry: Path) -> dict[str, Any] | None:
+    """The entry's meta.json, or None when missing or unreadable (the entry is then rebuilt)."""
+    try:
+        meta = json.loads((entry / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _shard_is_valid(entry: Path, index: int, count: int, vocab_size: int | None) -> bool:
+    try:
+        arrays = {p: np.load(entry / _shard_file(index, p), mmap_mode="r") for p in PARTS}
+    except (OSError, ValueError):
+        return False
+    indptr, indices, data = arrays["indptr"], arrays["indices"], arrays["data"]
+    return (indptr.dtype == np.int64 and indices.dtype == np.int32 and data.dtype == np.float32
+            and indptr.shape == (count + 1,) and indices.shape == data.shape and int(indptr[-1]) == len(indices)
+            and vocab_size is not None)
+
+
+def _write_shard(entry: Path, index: int, vectors: SparseVectors) -> None:
+    arrays = {"indptr": np.ascontiguousarray(vectors.indptr, dtype=np.int64),
+              "indices": np.ascontiguousarray(vectors.indices, dtype=np.int32),
+              "data": np.ascontiguousarray(vectors.data, dtype=np.float32)}
+    for part in PARTS:
+        with atomic_write(entry / _shard_file(index, part), "wb") as handle:
+            np.save(handle, arrays[part], allow_pickle=False)
+
+
+def encode_corpus_sparse(encoder: Encoder, corpus: Corpus, cache_dir: str | Path | None = None, *,
+                         shard_size: int = DEFAULT_SHARD_SIZE, batch_size: int | None = None,
+                         progress: bool = True) -> CorpusSparse:
+    """Return the term weights of ``corpus`` under the sparse ``encoder``, encoding only what the cache lacks."""
+    if getattr(encoder, "kind", "dense") != "sparse":
+        raise ConfigError(f"the sparse cache holds term weights; encoder kind is {getattr(encoder, 'kind', None)!r}")
+    if isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1:
+        raise ConfigError(f"shard_size must be a positive integer, got {shard_size!r}")
+    n = len(corpus)
+    if n == 0:
+        raise ConfigError("cannot encode an empty corpus")
+    identity = encoder.identity()
+    corpus_hash = corpus.content_hash()
+    key = embedding_key(identity, corpus_hash)
+    entry = cache_root(cache_dir) / "sparse" / key
+
+    meta = _read_meta(entry)
+    if meta is not None and (meta.get("format") != FORMAT_VERSION or meta.get("corpus_hash") != corpus_hash
+                             or meta.get("num_docs") != n or not meta.get("shards")):
+        log.warning("sparse cache entry %s does not match its key; rebuilding it", entry)
+        shutil.rmtree(entry, ignore_errors=True)
+        meta = None
+    if meta is None:
+        layout = [(start, min(shard_size, n - start)) for start in range(0, n, shard_size)]
+        meta = {"format": FORMAT_VERSION, "key": key, "identity": identity, "corpus_hash": corpus_hash,
+                "passage_format": PASSAGE_FORMAT, "num_docs": n, "vocab_size": None, "shard_size": shard_size,
+                "shards": [{"start": s, "count": c} for s, c in layout], "complete": False, "encode_seconds": 0.0}
+        entry.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(entry / META_FILE, meta)
+    layout = [(int(s["start"]), int(s["count"])) for s in meta["shards"]]
+    vocab_size = meta.get("vocab_size")
+    missing = [i for i, (_, c) in enumerate(layout) if not _shard_is_valid(entry, i, c, vocab_size)]
+    if missing:
+        log.info("encoding %d of %d sparse shard(s) of %s into %s", len(missing), len(layout),
+                 corpus.source or "corpus", entry)
+    elapsed = 0.0
+    for i in missing:
+        started = time.perf_counter()
+        start, count = layout[i]
+        texts = Corpus(corpus.ids[start:start + count], corpus.titles[start:start + count],
+                       corpus.texts[start:start + count]).passages()
+        vectors = encoder.encode_docs(texts, batch_size=batch_size, progress=progress)
+        if not isinstance(vectors, SparseVectors) or len(vectors) != count:
+            raise ConfigError(f"sparse encoder returned {type(vectors).__name__} of {len(vectors)} rows for "
+                              f"{count} documents")
+        if vocab_size is not None and vectors.vocab_size != vocab_size:
+            raise ConfigError(f"sparse encoder vocabulary {vectors.vocab_size}, cache entry has {vocab_size}")
+        if not np.all(np.isfinite(vectors.data)):
+            raise ConfigError(f"sparse encoder returned non-finite weights in shard {i}")
+        _write_shard(entry, i, vectors)
+        seconds = time.perf_counter() - started
+        elapsed += seconds
+        vocab_size = meta["vocab_size"] = int(vectors.vocab_size)
+        meta["encode_seconds"] = round(float(meta.get("encode_seconds") or 0.0) + seconds, 3)
+        atomic_write_json(entry / META_FILE, meta)
+    if not meta.get("complete"):
+        meta["complete"] = True
+        atomic_write_json(entry / META_FILE, meta)
+    return CorpusSparse(path=entry, key=key, doc_ids=list(corpus.ids), vocab_size=int(vocab_size), layout=layout,
+                        identity=identity, encoded_shards=len(missing), encode_seconds=elapsed)
