@@ -64,7 +64,9 @@ def idro_step(prev_weights: torch.Tensor, cluster_losses: torch.Tensor, cluster_
     if grads.dim() != 2 or grads.shape[0] != k:
         raise ConfigError(f"cluster_grads must be (K={k}, P), got shape {tuple(grads.shape)}")
     mask = _present(present, k, losses)
-    dtype = torch.promote_types(torch.promote_types(losses.dtype, grads.dtype), torch.float32)
+    # Weights keep at least their own precision (a float64 weight vector is not rounded by float32 losses).
+    dtype = torch.promote_types(torch.promote_types(losses.dtype, grads.dtype),
+                                torch.promote_types(prev.dtype, torch.float32))
     l_det = losses.detach().to(dtype)
     grads, prev = grads.to(dtype), prev.to(dtype)
     powered = l_det.clamp(min=0).pow(beta)
@@ -106,7 +108,7 @@ def sagawa_step(q: torch.Tensor, group_losses: torch.Tensor, eta: float = 0.01,
         adj = _vector("adjustment", adjustment, k, losses).to(losses.dtype)
         if bool((adj > 0).all()):
             losses = losses + adj
-    dtype = torch.promote_types(losses.dtype, torch.float32)
+    dtype = torch.promote_types(torch.promote_types(losses.dtype, q_prev.dtype), torch.float32)
     new_q = q_prev.to(dtype) * torch.exp(eta * losses.detach().to(dtype))
     new_q = new_q / new_q.sum()
     return (new_q.to(losses.dtype) * losses).sum(), new_q

@@ -1,9 +1,69 @@
 """iDRO: implicit DRO over query clusters (paper 001, METHODS.md 2.2).
 
-Public kernel: :func:`idro_step` (oracles I1-I3), defined in :mod:`methods.dro_kernels`.
+Public kernel: :func:`idro_step` (oracles I1-I3, in :mod:`methods.dro_kernels`).  The method
+``idro`` fine-tunes with cluster weights over K-means query clusters recomputed at each episode
+(:mod:`methods.clusters`).  Per micro-batch, on each rank:
+
+1. per-sample losses (the code's triplet softmax, or the trainer's InfoNCE) and cluster means
+   of the local samples (absent clusters 0);
+2. per-cluster gradients of the cluster means on the chosen parameters (the last 3 blocks by
+   default) via ``ctx.group_gradients``, **summed over ranks** (all-reduce), as the code does;
+3. ``idro_step``: the robust loss that is backpropagated (code: previous weights times the
+   cluster means, h⁰ = ones; paper: alpha * new omega * losses) and the new weights.
+
+Losses and presence are local, only the gradients are all-reduced, so in ``code`` mode the
+weights can differ across ranks (as in the released code; each rank checkpoints its own).
+The weights carry over a re-clustering, as in the released run (cluster indices are not
+matched across episodes).
+
+Options (besides the clustering ones of :mod:`methods.clusters`): ``mode`` (``code``/``paper``),
+``beta`` 0.25, ``rho`` 0.05, ``ema`` 0.1, ``eps`` 0.01, ``tau`` (paper mode; required there:
+about 1000 matches the code's update for K = 50, METHODS.md 2.2).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import torch
+
+from harness.errors import ConfigError
+from harness.method import check_choice, register_method
+from methods.clusters import CLUSTER_OPTIONS, ClusterDRO
 from methods.dro_kernels import IDRO_MODES, idro_step
 
-__all__ = ["IDRO_MODES", "idro_step"]
+if TYPE_CHECKING:
+    from harness.train.context import LossOutput, TrainContext
+
+__all__ = ["IDRO_MODES", "IDRO", "idro_step"]
+
+
+@register_method("idro")
+class IDRO(ClusterDRO):
+    """Implicit DRO over K-means query clusters (COCO-DR fine-tuning)."""
+
+    description = "iDRO: implicit DRO over query clusters, code or paper update (COCO-DR, paper 001)"
+    default_options = {**CLUSTER_OPTIONS, "mode": "code", "beta": 0.25, "rho": 0.05, "ema": 0.1, "eps": 0.01,
+                       "tau": None}
+
+    def init_weights(self, ctx: TrainContext) -> None:
+        check_choice(self.name, "mode", ctx.options["mode"], IDRO_MODES)
+        if ctx.options["mode"] == "paper" and not (ctx.options["tau"] and float(ctx.options["tau"]) > 0):
+            raise ConfigError("method 'idro': mode paper needs a temperature tau > 0 (option tau)")
+        self.params = self.cluster_params(ctx)
+        # The code starts from ones (so its first loss is the sum of cluster means); the paper from uniform.
+        start = 1.0 if ctx.options["mode"] == "code" else 1.0 / self.k
+        self.weights = torch.full((self.k,), start, dtype=torch.float64, device=ctx.device)
+
+    def robust_loss(self, out: LossOutput, means: torch.Tensor, counts: torch.Tensor, present: torch.Tensor,
+                    ctx: TrainContext) -> torch.Tensor:
+        size = sum(p.numel() for p in self.params)
+        grads = torch.zeros(self.k, size, dtype=torch.float32, device=out.losses.device)
+        for cluster, grad in ctx.group_gradients(out.losses, out.group_ids, self.params).items():
+            grads[cluster] = grad.float()
+        grads = ctx.all_reduce_sum(grads)
+        opts = ctx.options
+        tau = float(opts["tau"]) if opts["tau"] else None
+        loss, self.weights = idro_step(self.weights, means, grads, present, mode=opts["mode"],
+                                       beta=float(opts["beta"]), rho=float(opts["rho"]), ema=float(opts["ema"]),
+                                       eps=float(opts["eps"]), tau=tau)
+        return loss.to(out.losses.dtype)

@@ -1,0 +1,212 @@
+"""What iDRO and GroupDRO share (METHODS.md 2.2, 2.3): query clusters recomputed at each episode, a
+per-sample loss, cluster statistics, and checkpointed weights.
+
+* **Clusters.**  Before step 0 and then every ``episode_every`` steps (the trainer's episode hook),
+  every training query is encoded by the current model (``encode_texts``: eval mode, no
+  gradient, raw un-normalised representations as the released code) and clustered with
+  ``faiss.Kmeans`` (L2, as the code; ``k``, ``niter``, ``nredo`` from the options, seeded by the
+  run seed and the step, one faiss thread so a redone episode gives the same clusters).  Each
+  query goes to its nearest centroid.  The assignment is method state (checkpointed), so a run
+  killed during an episode redoes it and continues identically.
+* **Per-sample loss.**  ``loss: "triplet"`` (the code's): softmax over [positive, one negative],
+  no in-batch negatives, the spec's similarity and temperature (the presets: dot product on
+  [CLS], temperature 1, i.e. none); ``loss: "trainer"``: the trainer's InfoNCE (HN/IBN/CBN).
+  The group id of each sample is its query's cluster.
+* **Parameters for per-cluster gradients** (iDRO): the regex ``params``, or by default the last
+  ``blocks`` transformer blocks (names ``layer.<i>.`` / ``layers.<i>.``; LoRA parameters only, when
+  the model has LoRA adapters).
+
+Subclasses implement ``robust_loss(out, ctx)`` and their own weight state.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from harness.errors import ConfigError
+from harness.method import Method, check_choice
+from harness.train.episodes import encode_texts
+from methods.uniform import _PAPER, _SMALL, _TINY
+
+if TYPE_CHECKING:
+    from harness.train.context import EncodedBatch, LossOutput, TrainContext
+    from harness.train.spec import TrainSpec
+
+LOSSES = ("triplet", "trainer")
+_BLOCK = re.compile(r"(?:^|\.)layers?\.(\d+)\.")
+
+# The released fine-tuning: [CLS], dot product, no temperature, 1 ANCE negative per query, no in-batch negatives
+# (lr 5e-6, 64 queries per GPU, K = 50 in the paper; BM25 negatives here until ANCE episodes exist).
+_CLUSTER = {"pooling": "cls", "similarity": "dot", "temperature": 1.0, "normalize": False, "n_hard_negatives": 1,
+            "in_batch_negatives": False, "cross_batch_negatives": False, "sampling": "mixed", "use_instructions": False,
+            "append_eos": False}
+PRESETS = {
+    "paper": {**_PAPER, **_CLUSTER, "model": "Luyu/co-condenser-marco", "lr": 5e-6, "batch_size": 512,
+              "schedule": "linear", "warmup_steps": 3000, "steps": 45000, "min_lr_ratio": 0.0,
+              "weight_decay": 0.0, "precision": "fp16", "query_max_length": 64, "doc_max_length": 512},
+    "small": {**_SMALL, **_CLUSTER, "pooling": "mean", "batch_size": 32, "steps": 120, "warmup_steps": 12},
+    "tiny": {**_TINY, **_CLUSTER, "batch_size": 16, "steps": 40, "warmup_steps": 4},
+}
+CLUSTER_OPTIONS = {"k": 50, "niter": 500, "nredo": 5, "episode_every": 0, "loss": "triplet", "params": "",
+                   "blocks": 3}
+
+
+def triplet_losses(q: torch.Tensor, p: torch.Tensor, similarity: str = "dot", temperature: float = 1.0
+                   ) -> torch.Tensor:
+    """Per-query ``-log softmax([s(q, d+), s(q, d-)])[0]``: ``p`` holds [positive, negative] per query."""
+    if p.shape[0] != 2 * q.shape[0]:
+        raise ConfigError(f"the triplet loss needs exactly 1 positive + 1 negative per query; got {p.shape[0]} "
+                          f"passages for {q.shape[0]} queries (set n_hard_negatives: 1)")
+    dtype = torch.promote_types(q.dtype, torch.float32)
+    q, p = q.to(dtype), p.to(dtype).view(q.shape[0], 2, -1)
+    if similarity == "cos":
+        q, p = F.normalize(q, dim=-1), F.normalize(p, dim=-1)
+    scores = torch.einsum("bd,bkd->bk", q, p) / temperature
+    return F.cross_entropy(scores, torch.zeros(len(q), dtype=torch.long, device=q.device), reduction="none")
+
+
+def kmeans_assign(x: np.ndarray, k: int, niter: int, nredo: int, seed: int) -> np.ndarray:
+    """Nearest-centroid (L2) cluster of each row after ``faiss.Kmeans``; one faiss thread for determinism."""
+    import faiss
+
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if k > len(x):
+        raise ConfigError(f"cannot form k={k} query clusters from {len(x)} training queries; lower 'k'")
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        km = faiss.Kmeans(x.shape[1], k, niter=niter, nredo=nredo, seed=seed, verbose=False)
+        km.train(x)
+        _, labels = km.index.search(x, 1)
+    finally:
+        faiss.omp_set_num_threads(threads)
+    return labels[:, 0].astype(np.int64)
+
+
+def last_block_pattern(names: list[str], blocks: int) -> str:
+    """A regex for the parameters of the last ``blocks`` transformer blocks among ``names``."""
+    indices = sorted({int(m.group(1)) for n in names if (m := _BLOCK.search(n))})
+    if not indices:
+        raise ConfigError("no transformer blocks (parameters named layer.<i>. or layers.<i>.) found; "
+                          "name the parameters for per-cluster gradients with the 'params' option")
+    chosen = "|".join(str(i) for i in indices[-blocks:])
+    return rf"(?:^|\.)layers?\.(?:{chosen})\."
+
+
+class ClusterDRO(Method):
+    """Base of the cluster-reweighting methods: clusters, per-sample loss, state; subclasses weigh clusters."""
+
+    presets = PRESETS
+    default_options = CLUSTER_OPTIONS
+
+    def episode_steps(self, spec: TrainSpec) -> list[int]:
+        every = int(self.resolve_options(dict(spec.method_options))["episode_every"])
+        return [0, *range(every, spec.steps, every)] if every > 0 else [0]
+
+    def configure(self, ctx: TrainContext) -> None:
+        opts = ctx.options
+        check_choice(self.name, "loss", opts["loss"], LOSSES)
+        self.k = int(opts["k"])
+        n_queries = sum(ctx.data.sizes)
+        if not 1 <= self.k <= n_queries:
+            raise ConfigError(f"method {self.name!r}: k={self.k} clusters for {n_queries} training queries; "
+                              "k must lie between 1 and the number of queries")
+        if opts["loss"] == "triplet" and ctx.spec.n_hard_negatives != 1:
+            raise ConfigError(f"method {self.name!r}: the triplet loss uses 1 negative per query; "
+                              f"the spec has n_hard_negatives={ctx.spec.n_hard_negatives}")
+        self.offsets = np.concatenate([[0], np.cumsum(ctx.data.sizes)]).astype(np.int64)
+        self.assignment = np.zeros(n_queries, dtype=np.int64)
+        self.episodes = 0
+        self.last: dict[str, float] = {}
+        self.device = ctx.device
+        self.init_weights(ctx)
+
+    def init_weights(self, ctx: TrainContext) -> None:
+        raise NotImplementedError
+
+    def cluster_params(self, ctx: TrainContext) -> list[torch.nn.Parameter]:
+        """The parameters of the per-cluster gradients (``params`` regex or the last ``blocks`` blocks)."""
+        pattern = str(ctx.options["params"])
+        if not pattern:
+            names = [n for n, p in ctx.model.named_parameters() if p.requires_grad]
+            pattern = last_block_pattern(names, int(ctx.options["blocks"]))
+            if any("lora_" in n for n in names):
+                pattern = rf"{pattern}.*lora_"
+        try:
+            return [p for _, p in ctx.named_parameters(pattern)]
+        except ConfigError as exc:
+            raise ConfigError(f"method {self.name!r}: option params: {exc}") from None
+
+    # ------------------------------------------------------------------ episodes: clusters
+    def run_episode(self, ctx: TrainContext, directory: Path) -> None:
+        queries = [row.query for src in ctx.data.sources for row in src.rows]
+        emb = encode_texts(ctx, queries, ctx.spec.query_max_length).numpy()
+        opts = ctx.options
+        self.assignment = kmeans_assign(emb, self.k, int(opts["niter"]), int(opts["nredo"]),
+                                        seed=ctx.spec.seed * 1000 + ctx.step)
+        self.episodes += 1
+        if ctx.rank == 0:
+            np.save(directory / "clusters.npy", self.assignment)
+
+    def clusters_of(self, examples: list[tuple[int, int]], device: torch.device) -> torch.Tensor:
+        idx = np.array([self.offsets[s] + r for s, r in examples], dtype=np.int64)
+        return torch.as_tensor(self.assignment[idx], device=device)
+
+    # ------------------------------------------------------------------ losses
+    def losses(self, encoded: EncodedBatch, ctx: TrainContext) -> tuple[torch.Tensor, torch.Tensor]:
+        batch = ctx.query_batch()
+        if ctx.options["loss"] == "trainer":
+            losses, _ = ctx.info_nce_losses(encoded)
+        else:
+            losses = triplet_losses(encoded["query"], encoded["passage"], ctx.spec.similarity, ctx.spec.temperature)
+        return losses, self.clusters_of(batch.examples, losses.device)
+
+    def cluster_means(self, out: LossOutput) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(means with graph, counts, present)`` per cluster of this rank's samples (absent: 0)."""
+        ids = out.group_ids
+        sums = torch.zeros(self.k, dtype=out.losses.dtype, device=ids.device).index_add(0, ids, out.losses)
+        counts = torch.bincount(ids, minlength=self.k).to(out.losses.dtype)
+        return sums / counts.clamp(min=1), counts, counts > 0
+
+    def reduce(self, out: LossOutput, ctx: TrainContext) -> torch.Tensor:
+        means, counts, present = self.cluster_means(out)
+        loss = self.robust_loss(out, means, counts, present, ctx)
+        self.last = {"present_clusters": float(present.sum()),
+                     "worst_cluster_loss": float(means.detach()[present].max()),
+                     "weight_max": float(self.weights.max()), "weight_min": float(self.weights.min())}
+        return loss
+
+    def robust_loss(self, out: LossOutput, means: torch.Tensor, counts: torch.Tensor, present: torch.Tensor,
+                    ctx: TrainContext) -> torch.Tensor:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ state
+    weights: torch.Tensor
+
+    def scalars(self) -> dict[str, float]:
+        return dict(self.last)
+
+    def extra_state(self) -> dict[str, Any]:
+        return {}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        pass
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"weights": self.weights.detach().cpu().clone(), "assignment": torch.from_numpy(self.assignment.copy()),
+                "episodes": self.episodes, **self.extra_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.weights = state["weights"].clone().to(self.device)
+        self.assignment = state["assignment"].numpy().astype(np.int64)
+        self.episodes = int(state["episodes"])
+        self.load_extra_state(state)
+
+    def export(self, ctx: TrainContext, directory: Path) -> None:
+        np.save(directory / "cluster_weights.npy", self.weights.detach().cpu().numpy())
+        np.save(directory / "clusters.npy", self.assignment)
