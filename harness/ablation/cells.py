@@ -40,6 +40,13 @@ class TrainCell:
     def trains(self) -> bool:
         return self.method != NO_TRAINING
 
+    @property
+    def train_spec(self) -> TrainSpec:
+        """The spec of a cell that trains (method "none" has none)."""
+        if self.spec is None:
+            raise ConfigError(f"cell {self.variant.id}: method {self.method!r} trains nothing")
+        return self.spec
+
 
 @dataclass
 class EvalCell:

@@ -215,7 +215,7 @@ def results_table(suite: AblationSuite, scale: str, results_root: str | Path, la
     cells: dict[str, dict[str, Cell]] = {s: {} for s in systems}
     by_label = {labels[s]: s for s in systems}
     for key, c in zip(keys, comparisons):
-        marks = ()
+        marks: tuple[str, ...] = ()
         if c.significant(alpha):
             marks = (GAIN_MARK,) if c.delta > 0 else (LOSS_MARK,) if c.delta < 0 else ()
         cells[by_label[c.system]][key] = Cell(c.mean, delta=c.delta, marks=marks)

@@ -118,7 +118,7 @@ class SuiteRun:
 
         method = get_method(cell.method)
         method.cells_root = self.root / "cells" / "train"
-        spec = cell.spec.replace(progress=self.progress)
+        spec = cell.train_spec.replace(progress=self.progress)
         log.info("training %s (%s, %s steps) in %s", cell.variant.id, cell.method, spec.steps, workdir)
         start = time.perf_counter()
         ckpt = method.train(spec, load_training_data(cell.data_entries), workdir)

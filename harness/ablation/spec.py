@@ -110,9 +110,12 @@ class AblationSuite:
         from harness.stats import StatsOptions
 
         stats = self.stats
-        return StatsOptions(test=stats.get("test", "randomization"), seed=int(stats.get("seed", 0)),
-                            **({"resamples": int(stats["resamples"])} if "resamples" in stats else {}),
-                            **({"missing": stats["missing"]} if "missing" in stats else {}))
+        given: dict[str, Any] = {}   # the section's values; StatsOptions' defaults stand for the rest
+        if "resamples" in stats:
+            given["resamples"] = int(stats["resamples"])
+        if "missing" in stats:
+            given["missing"] = stats["missing"]
+        return StatsOptions(test=stats.get("test", "randomization"), seed=int(stats.get("seed", 0)), **given)
 
 
 def list_suite_files(directory: Path = SUITES_DIR) -> dict[str, Path]:

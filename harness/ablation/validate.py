@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.ablation.layout import layout_names, load_layout
-from harness.ablation.problems import Problems
+from harness.ablation.problems import KeyPath, Problems
 from harness.ablation.resolve import SYNTHETIC_PREFIX, resolve_data_entry, resolve_path, substitute, unresolved
 from harness.ablation.spec import NO_TRAINING, AblationSuite, closest
 from harness.errors import HarnessError
@@ -56,9 +56,9 @@ def validate_plan(suite: AblationSuite, scale: str, *, check_resources: bool = T
     if problems is None:
         problems = Problems(suite.path, _lines(suite))
     _metrics(suite, problems)
-    models = {cfg.model: ("scales", scale, "model")}
+    models: dict[str, KeyPath] = {cfg.model: ("scales", scale, "model")}
     for i, variant in enumerate(suite.variants):
-        where = ("variants", i)
+        where: KeyPath = ("variants", i)
         if variant.model:
             models.setdefault(variant.model, where + ("model",))
         if variant.method != NO_TRAINING:
@@ -101,7 +101,7 @@ def _variant(suite: AblationSuite, scale: str, i: int, problems: Problems, build
     from harness.method import get_method, list_methods
 
     variant = suite.variants[i]
-    where = ("variants", i)
+    where: KeyPath = ("variants", i)
     known = list_methods()
     if ":" in variant.method:   # a package.module:Class reference (a method from another package)
         try:
@@ -116,7 +116,7 @@ def _variant(suite: AblationSuite, scale: str, i: int, problems: Problems, build
         return
     method = get_method(variant.method)
     option_names = list(method.default_options)
-    layers = [(where + ("options",), variant.options)]
+    layers: list[tuple[KeyPath, dict[str, Any]]] = [(where + ("options",), variant.options)]
     layers += [(where + ("scales", s, "options"), c.get("options") or {}) for s, c in variant.scales.items()]
     unknown_found = False
     for keypath, options in layers:

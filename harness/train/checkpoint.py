@@ -53,7 +53,9 @@ def checkpoint_name(step: int) -> str:
 
 def rng_state(device: torch.device) -> dict[str, Any]:
     """Every RNG this process draws from, as tensors and plain Python values only."""
-    kind, key, pos, has_gauss, gauss = np.random.get_state(legacy=True)
+    legacy = np.random.get_state(legacy=True)
+    assert isinstance(legacy, tuple)   # legacy=True always gives the MT19937 tuple
+    kind, key, pos, has_gauss, gauss = legacy
     state = {"python": random.getstate(),
              "numpy": {"kind": kind, "key": torch.from_numpy(key.astype(np.int64)), "pos": int(pos),
                        "has_gauss": int(has_gauss), "gauss": float(gauss)},

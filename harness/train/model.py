@@ -48,9 +48,9 @@ class EmbeddingModel(nn.Module):
 def _forward_args(module: nn.Module) -> set[str]:
     import inspect
 
-    target = module
+    target: Any = module   # a transformers model, or a peft wrapper around one
     if hasattr(module, "get_base_model"):
-        target = module.get_base_model()
+        target = target.get_base_model()
     try:
         return set(inspect.signature(target.forward).parameters)
     except (TypeError, ValueError):
@@ -128,7 +128,7 @@ def save_model(model: EmbeddingModel, tokenizer, directory: str | Path, settings
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    backbone = model.backbone
+    backbone: Any = model.backbone   # a transformers PreTrainedModel, or a peft PeftModel under LoRA
     if is_lora(model) and merge_lora:
         backbone = backbone.merge_and_unload()   # in place: only for the final export
     backbone.save_pretrained(str(directory), safe_serialization=True)
@@ -151,7 +151,8 @@ def load_weights(model: EmbeddingModel, directory: str | Path) -> None:
         if unexpected:
             raise ConfigError(f"{directory}: adapter has unexpected keys {unexpected[:5]}")
         return
-    loaded = type(model.backbone).from_pretrained(str(directory))
+    backbone: Any = model.backbone   # a transformers PreTrainedModel (not LoRA here)
+    loaded = type(backbone).from_pretrained(str(directory))
     missing, unexpected = model.backbone.load_state_dict(loaded.state_dict(), strict=False)
     if missing or unexpected:
         raise ConfigError(f"{directory}: checkpoint does not match the model (missing {missing[:5]}, "

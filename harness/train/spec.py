@@ -13,9 +13,10 @@ import hashlib
 import json
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from harness.errors import ConfigError
 
@@ -182,10 +183,10 @@ class TrainSpec:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "TrainSpec":
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainSpec:
         return cls(**_known(cls, dict(data), "train spec"))
 
-    def replace(self, **changes: Any) -> "TrainSpec":
+    def replace(self, **changes: Any) -> TrainSpec:
         """A copy with ``changes`` applied (nested ``lora`` dicts merge into the current one)."""
         data = self.to_dict()
         for key, value in changes.items():
@@ -282,8 +283,8 @@ def field_problems(data: Mapping[str, Any], cls: type = TrainSpec) -> list[tuple
             continue
         tp = hints[key]
         value = _coerce(value, tp)
-        if _is_dataclass_type(tp) and isinstance(value, Mapping):
-            nested = _dataclass_in(tp)
+        nested = _dataclass_in(tp)
+        if nested is not None and isinstance(value, Mapping):
             problems.extend((f"{key}.{k}", msg) for k, msg in field_problems(value, nested))
         elif not _matches(value, tp):
             problems.append((str(key), f"expected {describe_type(tp)}, got {value!r} ({type(value).__name__})"))
@@ -300,7 +301,7 @@ def _is_union(tp: Any) -> bool:
 
 def _dataclass_in(tp: Any) -> type | None:
     for option in (_args(tp) if _is_union(tp) else (tp,)):
-        if dataclasses.is_dataclass(option):
+        if isinstance(option, type) and dataclasses.is_dataclass(option):
             return option
     return None
 
@@ -335,7 +336,7 @@ def _matches(value: Any, tp: Any) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if tp is str:
         return isinstance(value, str)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return isinstance(value, (tp, Mapping))
     origin, args = typing.get_origin(tp), _args(tp)
     if origin is list:
@@ -357,7 +358,7 @@ def describe_type(tp: Any) -> str:
              Any: "any value"}
     if tp in names:
         return names[tp]
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return f"a mapping of {tp.__name__} fields"
     origin, args = typing.get_origin(tp), _args(tp)
     if origin is list:

@@ -32,8 +32,14 @@ import torch
 from harness.errors import ConfigError
 from harness.io import atomic_dir, atomic_write_json
 from harness.train import distributed as D
-from harness.train.checkpoint import (MODEL_DIR, latest_checkpoint, load_checkpoint, rng_state, save_checkpoint,
-                                      set_rng_state)
+from harness.train.checkpoint import (
+    MODEL_DIR,
+    latest_checkpoint,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from harness.train.context import TrainContext
 from harness.train.logs import LOG_FILE, TrainLogger, read_log
 from harness.train.model import build_model, encoder_settings, load_weights, save_model
