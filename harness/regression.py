@@ -188,6 +188,7 @@ def load_expectations(path: str | Path) -> list[Expectation]:
         check_component(suite, "suite")
     except ConfigError as exc:
         raise InputError(path, str(exc), 1) from None
+    assert isinstance(root, yaml.MappingNode)   # the same text loaded as a dict above
     lines = {}
     for key_node, value_node in root.value:
         if key_node.value == "entries" and isinstance(value_node, yaml.SequenceNode):

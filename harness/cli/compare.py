@@ -184,19 +184,21 @@ def _aggregates(specs: list[str], datasets: list[str]) -> dict[str, list[str]]:
 
 def run(args: argparse.Namespace) -> int:
     from harness.stats import StatsOptions, compare_suite
+    from harness.stats.suite import SuiteResults
 
     if len(args.runs or args.results) < 2:
         raise ConfigError("give the baseline and at least one more run/result to compare")
     if args.runs:
         runs, metrics = _evaluate_runs(args)
-        results = {None: runs}
+        results: SuiteResults = {None: runs}
         if args.aggregate:
             raise ConfigError("--aggregate needs stored results of several datasets (--result)")
     else:
         results, metrics = _load_results(args)
     options = StatsOptions(test=args.test, resamples=args.resamples, seed=args.seed, ci_level=args.ci_level,
                            exact_max_n=args.exact_max_n, missing=args.missing)
-    report = compare_suite(results, metrics, aggregates=_aggregates(args.aggregate, list(results)),
+    datasets = [d for d in results if d is not None]
+    report = compare_suite(results, metrics, aggregates=_aggregates(args.aggregate, datasets),
                            aggregate_method=args.aggregate_method, options=options, correction=args.correction,
                            alpha=args.alpha, family=args.family)
     if args.format == "json":

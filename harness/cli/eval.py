@@ -123,8 +123,8 @@ def run(args: argparse.Namespace) -> int:
 def warn_ignored_options(args: argparse.Namespace, lexical: bool, sparse: bool = False) -> list[str]:
     """Log one warning per given option that the model does not use (dense options with
     BM25, ``--k1``/``--b`` with a dense model, sparse options with a non-sparse one); returns the options named."""
-    unused = DENSE_ONLY + SPARSE_ONLY if lexical else BM25_ONLY + ("index", "normalize") if sparse else \
-        BM25_ONLY + SPARSE_ONLY
+    unused: tuple[str, ...] = (DENSE_ONLY + SPARSE_ONLY if lexical else BM25_ONLY + ("index", "normalize") if sparse
+                               else BM25_ONLY + SPARSE_ONLY)
     if sparse and args.sparse_backend != "lucene-impact":
         unused += ("quantization",)
     ignored = [k for k in unused if getattr(args, k, None) is not None]

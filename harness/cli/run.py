@@ -100,15 +100,15 @@ def _dry_run(suite, args) -> int:
         line = f"  {cell.variant.id:<24} method={cell.method:<10} key={cell.key}{mark} [{status}]"
         if cell.trains:
             method = get_method(cell.method)
-            line += _describe(cell.spec)
-            estimate = _estimate(cell.spec, method.frozen_forwards(cell.spec))
+            line += _describe(cell.train_spec)
+            estimate = _estimate(cell.train_spec, method.frozen_forwards(cell.train_spec))
             if estimate is not None and cell.key not in counted:
                 total_hours += estimate
                 line += f" ~{estimate:.1f} GPU-h"
             counted.add(cell.key)
             print(line)
             # Runs the method trains first (e.g. tDRO's reference and stage 1), each counted once.
-            for dep in method.planned_dependencies(cell.spec):
+            for dep in method.planned_dependencies(cell.train_spec):
                 key = content_key(train_run_config(dep.method, dep.spec, cell.data_fingerprint))
                 if key in seen:
                     print(f"    <- {dep.label}: key={key}, shared with {seen[key]}")

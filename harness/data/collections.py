@@ -213,13 +213,13 @@ def load_collection(path: str | Path, *, domains: Sequence[str] | None = None,
         raise InputError(path, "no <domain>.jsonl files in the training collection folder")
     sources = []
     for name in wanted:
-        meta = meta_by_domain.get(name, {})
-        file = path / meta["file"] if "file" in meta else files.get(name)
+        domain_meta = meta_by_domain.get(name, {})
+        file = path / domain_meta["file"] if "file" in domain_meta else files.get(name)
         if file is None or not file.exists():
             raise InputError(meta_file or path,
                              f"domain {name!r}: training file {file or name + '.jsonl'} does not exist")
         rows = read_training_rows(file)
-        sources.append(_make_source(name, rows, meta, file, sha256_file(file)))
+        sources.append(_make_source(name, rows, domain_meta, file, sha256_file(file)))
     return _select(sources, domains, max_rows, path)
 
 
@@ -282,8 +282,8 @@ def load_beir_training(directory: str | Path, *, split: str = "train", negatives
             if qid not in positives:
                 continue
             ranked[qid] = [str(d) for d in docs]
-        for docs in ranked.values():
-            unknown += sum(d not in passages for d in docs)
+        for ranked_docs in ranked.values():
+            unknown += sum(d not in passages for d in ranked_docs)
         if unknown:
             raise InputError(negatives_run, f"{unknown} run rows name documents missing from {directory}/corpus")
     rows = []
@@ -326,7 +326,7 @@ def load_training_data(entries: Iterable[str | Path | dict[str, Any]]) -> Traini
     """
     sources: list[TrainingSource] = []
     for entry in entries:
-        opts = dict(entry) if isinstance(entry, dict) else {"path": entry}
+        opts: dict[str, Any] = dict(entry) if isinstance(entry, dict) else {"path": entry}
         if "path" not in opts:
             raise ConfigError(f"training data entry {entry!r} has no 'path'")
         path = Path(opts.pop("path")).expanduser()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -156,7 +156,7 @@ def read_run(path: str | Path, name: str | None = None) -> Run:
         rows = [line.split() for line in split_lines(text)]
     del text
     if all(rows):
-        line_nos = range(1, len(rows) + 1)
+        line_nos: Sequence[int] = range(1, len(rows) + 1)
     else:                                   # blank lines: skip them, keep the real line numbers
         line_nos = [i + 1 for i, cols in enumerate(rows) if cols]
         rows = [cols for cols in rows if cols]

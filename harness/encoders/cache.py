@@ -173,7 +173,7 @@ def encode_corpus(encoder: Encoder, corpus: Corpus, cache_dir: str | Path | None
         entry.mkdir(parents=True, exist_ok=True)
         atomic_write_json(entry / META_FILE, meta)
     layout = [(int(s["start"]), int(s["count"])) for s in meta["shards"]]
-    dim = meta.get("dim")
+    dim: int | None = meta.get("dim")
 
     missing = [i for i, (_, count) in enumerate(layout) if not _shard_is_valid(entry / _shard_file(i), count, dim)]
     if missing:
@@ -201,8 +201,10 @@ def encode_corpus(encoder: Encoder, corpus: Corpus, cache_dir: str | Path | None
         meta["dim"] = dim
         meta["encode_seconds"] = round(float(meta.get("encode_seconds") or 0.0) + shard_seconds, 3)
         atomic_write_json(entry / META_FILE, meta)
+    if dim is None:   # every shard was valid but the meta lost their width (a kill between the two writes)
+        dim = int(np.load(entry / _shard_file(0), mmap_mode="r").shape[1])
     if not meta.get("complete"):
         meta["complete"] = True
         atomic_write_json(entry / META_FILE, meta)
-    return CorpusEmbeddings(path=entry, key=key, doc_ids=list(corpus.ids), dim=int(dim), layout=layout,
+    return CorpusEmbeddings(path=entry, key=key, doc_ids=list(corpus.ids), dim=dim, layout=layout,
                             identity=identity, encoded_shards=len(missing), encode_seconds=elapsed)

@@ -122,8 +122,8 @@ class HFEncoder(Encoder):
         self.similarity = "cos" if self.settings.normalize else "dot"
         self.cpu_fusion = bool(cpu_fusion)
         self.fused: dict[str, int] = {}
-        self._model = None
-        self._tokenizer = None
+        self._model: torch.nn.Module | None = None   # loaded on first use
+        self._tokenizer: Any = None
         self._fingerprint: str | None = None
 
     # ----------------------------------------------------------------- identity

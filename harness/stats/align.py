@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from harness.errors import ConfigError
 from harness.results import EvaluationResult
@@ -56,13 +57,14 @@ def query_scores(scores: QueryScores, metric: str | None = None) -> tuple[np.nda
         if metric not in scores.per_query:
             known = ", ".join(scores.metrics) or "(none)"
             raise ConfigError(f"metric {metric!r} has no per-query values; available: {known}")
-        ids, values = list(scores.query_ids), scores.per_query[metric]
+        raw_values: npt.ArrayLike
+        raw_ids, raw_values = list(scores.query_ids), scores.per_query[metric]
     elif isinstance(scores, Mapping):
-        ids, values = list(scores.keys()), list(scores.values())
+        raw_ids, raw_values = list(scores.keys()), list(scores.values())
     else:
-        ids, values = scores
-    ids = np.asarray([str(q) for q in ids], dtype=str) if len(ids) else np.asarray([], dtype=str)
-    values = np.asarray(values, dtype=np.float64).reshape(-1)
+        raw_ids, raw_values = scores
+    ids = np.asarray([str(q) for q in raw_ids], dtype=str) if len(raw_ids) else np.asarray([], dtype=str)
+    values = np.asarray(raw_values, dtype=np.float64).reshape(-1)
     if len(ids) != len(values):
         raise StatisticsError(f"{len(ids)} query ids but {len(values)} values")
     uniq, counts = np.unique(ids, return_counts=True)

@@ -31,6 +31,9 @@ from harness.stats.correction import CORRECTION_CONTROLS, CORRECTION_NAMES, CORR
 
 FAMILIES = ("all", "metric", "dataset", "system")
 Family = str | Callable[[Comparison], Any]
+# Results by dataset, then system.  Dataset keys are names, or None for one unnamed dataset; the key is
+# typed Any because a Mapping's key type is invariant (a dict[str, ...] is no Mapping[str | None, ...]).
+SuiteResults = Mapping[Any, Mapping[str, Any]]
 
 
 @dataclass
@@ -125,7 +128,7 @@ def _evaluation(value: Any) -> EvaluationResult:
     return evaluation
 
 
-def compare_suite(results: Mapping[str | None, Mapping[str, Any]], metrics: Sequence[str], *,
+def compare_suite(results: SuiteResults, metrics: Sequence[str], *,
                   baseline: str | None = None, aggregates: Mapping[str, Sequence[str]] | None = None,
                   aggregate_method: str = "pooled", options: StatsOptions = DEFAULT_OPTIONS,
                   correction: str = "holm", alpha: float = 0.05, family: Family = "all") -> ComparisonReport:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from harness.errors import ConfigError
 
@@ -234,8 +235,8 @@ class WorldSpec:
         that keeps all but one query concept (so it scores close to the positive);
         10% of rows also carry a relevant passage among their negatives.
         """
-        common = {"false_positive_rate": 0.2, "false_negative_rate": 0.1, "near_duplicate_rate": 1.0,
-                  "eval_false_negative_rate": 0.1}
+        common: dict[str, Any] = {"false_positive_rate": 0.2, "false_negative_rate": 0.1, "near_duplicate_rate": 1.0,
+                                  "eval_false_negative_rate": 0.1}
         return cls(_LANGUAGES, (
             DomainSpec("latin_qa", "xla", task="qa", n_train=400, n_docs=300, n_test_queries=60, query_terms=3,
                        near_duplicate_keep=2, **common),

@@ -5,6 +5,7 @@ import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from harness.synthetic.domains import DomainData, generate_domain
 from harness.synthetic.spec import GENERATOR_VERSION, WorldSpec
@@ -54,7 +55,7 @@ class World:
         """Ground truth for every training row and test query (the ``truth.json`` content)."""
         domains = {}
         for name, data in self.domains.items():
-            entry = {"language": data.language.code, "role": data.spec.role, "task": data.spec.task,
+            entry: dict[str, Any] = {"language": data.language.code, "role": data.spec.role, "task": data.spec.task,
                      "train": data.train_truth, "test": data.test_truth}
             if data.spec.synonym_rate > 0:
                 n_topics = data.spec.n_topics or data.language.spec.n_topics

@@ -125,7 +125,8 @@ def tiny_model_dir(spec: WorldSpec | None = None, kind: str = "bert", cache_root
     if (directory / "harness_encoder.json").exists():
         return directory
     try:
-        make_tiny_model(directory, make_world(spec, world_seed), **options)
+        make_tiny_model(directory, make_world(spec, world_seed), kind=kind, hidden=hidden, layers=layers, heads=heads,
+                        seed=seed)
     except OSError:
         if not (directory / "harness_encoder.json").exists():
             raise
