@@ -57,7 +57,7 @@ def _sources(names: list[str], language: str):
     from harness.encoders.hf import load_encoder
     from harness.retrieval.pool import BM25Source, DenseSource
 
-    sources = []
+    sources: list[BM25Source | DenseSource] = []
     for i, name in enumerate(names):
         label = name if names.index(name) == i else f"{name}#{i}"   # a repeated model gets a distinct name
         if name.lower() == "bm25":

@@ -74,8 +74,8 @@ class SparseMLMEncoder(Encoder):
         self.batch_size, self.token_budget = batch_size, token_budget
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
-        self._model = None
-        self._tokenizer = None
+        self._model: torch.nn.Module | None = None   # loaded on first use
+        self._tokenizer: Any = None
         self._fingerprint: str | None = None
 
     def identity(self) -> dict[str, Any]:
@@ -118,13 +118,14 @@ class SparseMLMEncoder(Encoder):
         return [str(t) for t in tokenizer.convert_ids_to_tokens(list(range(self.vocab_size)))]
 
     # ----------------------------------------------------------------- encoding
-    def encode_queries(self, texts: Sequence[str], *, batch_size: int | None = None,
-                       progress: bool = True) -> SparseVectors:  # type: ignore[override]
+    # Sparse vectors instead of the dense Encoder's arrays: retrieval goes through harness.retrieval.sparse.
+    def encode_queries(self, texts: Sequence[str], *, batch_size: int | None = None,  # type: ignore[override]
+                       progress: bool = True) -> SparseVectors:
         return self._encode(texts, self.query_max_length, self.query_prompt, self.query_top_k, batch_size,
                             progress, "encode queries")
 
-    def encode_docs(self, texts: Sequence[str], *, batch_size: int | None = None,
-                    progress: bool = True) -> SparseVectors:  # type: ignore[override]
+    def encode_docs(self, texts: Sequence[str], *, batch_size: int | None = None,  # type: ignore[override]
+                    progress: bool = True) -> SparseVectors:
         return self._encode(texts, self.doc_max_length, self.doc_prompt, self.doc_top_k, batch_size,
                             progress, "encode docs")
 

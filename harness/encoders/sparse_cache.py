@@ -17,9 +17,10 @@ import json
 import logging
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,7 @@ def _shard_is_valid(entry: Path, index: int, count: int, vocab_size: int | None)
 
 
 def _write_shard(entry: Path, index: int, vectors: SparseVectors) -> None:
-    arrays = {"indptr": np.ascontiguousarray(vectors.indptr, dtype=np.int64),
+    arrays: dict[str, np.ndarray] = {"indptr": np.ascontiguousarray(vectors.indptr, dtype=np.int64),
               "indices": np.ascontiguousarray(vectors.indices, dtype=np.int32),
               "data": np.ascontiguousarray(vectors.data, dtype=np.float32)}
     for part in PARTS:
@@ -136,8 +137,10 @@ def encode_corpus_sparse(encoder: Encoder, corpus: Corpus, cache_dir: str | Path
         entry.mkdir(parents=True, exist_ok=True)
         atomic_write_json(entry / META_FILE, meta)
     layout = [(int(s["start"]), int(s["count"])) for s in meta["shards"]]
-    vocab_size = meta.get("vocab_size")
-    missing = [i for i, (_, c) in enumerate(layout) if not _shard_is_valid(entry, i, c, vocab_size)]
+    vocab_size: int | None = meta.get("vocab_size")
+    # Without a recorded vocab_size (a kill between a shard and its meta) every shard is encoded again.
+    missing = [i for i, (_, c) in enumerate(layout)
+               if vocab_size is None or not _shard_is_valid(entry, i, c, vocab_size)]
     if missing:
         log.info("encoding %d of %d sparse shard(s) of %s into %s", len(missing), len(layout),
                  corpus.source or "corpus", entry)
@@ -164,5 +167,6 @@ def encode_corpus_sparse(encoder: Encoder, corpus: Corpus, cache_dir: str | Path
     if not meta.get("complete"):
         meta["complete"] = True
         atomic_write_json(entry / META_FILE, meta)
+    assert vocab_size is not None   # recorded, or set by the encoding loop above
     return CorpusSparse(path=entry, key=key, doc_ids=list(corpus.ids), vocab_size=int(vocab_size), layout=layout,
                         identity=identity, encoded_shards=len(missing), encode_seconds=elapsed)

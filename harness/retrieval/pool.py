@@ -310,7 +310,7 @@ class CandidatePool:
             fused = ranx.fuse(ranx_runs, norm=norm, method=method)
         except (ValueError, KeyError, NotImplementedError) as exc:
             raise ConfigError(f"ranx fusion {method!r} (norm {norm!r}) failed: {exc}") from None
-        return Run.from_dict(fused.to_dict(), name=self.fusion_name)
+        return Run.from_dict(fused.to_dict(), name=self.fusion_name or "fusion")
 
     def _assemble(self, queries: Queries, fused: Run, runs: list[Run],
                   positives: Mapping[str, Sequence[str]]) -> CandidateChunk:

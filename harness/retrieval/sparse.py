@@ -132,7 +132,9 @@ def sparse_search(encoder: Encoder, corpus: Corpus, queries: Queries, k: int = 1
     docs = encode_corpus_sparse(encoder, corpus, cache_dir, shard_size=shard_size, batch_size=batch_size,
                                 progress=progress)
     started = time.perf_counter()
-    qvec = encoder.encode_queries(queries.texts, batch_size=batch_size, progress=progress)
+    # A sparse encoder returns SparseVectors where the dense Encoder interface declares arrays.
+    qvec: SparseVectors = encoder.encode_queries(  # type: ignore[assignment]
+        queries.texts, batch_size=batch_size, progress=progress)
     encode_queries_s = time.perf_counter() - started
     started = time.perf_counter()
     info: dict[str, Any] = {"backend": backend}
