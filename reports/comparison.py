@@ -42,7 +42,8 @@ def comparison_table(report: ComparisonReport, *, caption: str = "", label: str 
     dataset_labels = dataset_labels or {}
     groups: list[str | None] = list(report.datasets) + list(report.aggregates)
     grouped = len(groups) > 1 or groups[0] is not None
-    columns = [Column(_column_key(ds, m), metric_label(m), group=dataset_labels.get(ds, ds) if grouped else None)
+    columns = [Column(_column_key(ds, m), metric_label(m),
+                      group=dataset_labels.get(ds, ds) if grouped and ds is not None else None)
                for ds in groups for m in report.metrics]
     alpha = report.alpha
     base_cells: dict[str, Cell] = {}
@@ -53,7 +54,7 @@ def comparison_table(report: ComparisonReport, *, caption: str = "", label: str 
             if c.system != system:
                 continue
             key = _column_key(c.dataset, c.metric)
-            marks = ()
+            marks: tuple[str, ...] = ()
             if c.significant(alpha):
                 marks = (GAIN_MARK,) if c.delta > 0 else (LOSS_MARK,) if c.delta < 0 else ()
             cells[key] = Cell(c.mean, delta=c.delta, marks=marks)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -147,13 +148,13 @@ def read_training_log(path: str | Path, step_key: str = "step") -> list[dict[str
     return records
 
 
-def ema(values: Sequence[float], weight: float) -> np.ndarray:
+def ema(values: npt.ArrayLike, weight: float) -> np.ndarray:
     """Exponential moving average: s_0 = x_0, s_t = w·s_{t-1} + (1-w)·x_t (w = 0: no smoothing)."""
     if not 0.0 <= weight < 1.0:
         raise ValueError(f"smoothing weight must be in [0, 1), got {weight}")
-    values = np.asarray(values, dtype=np.float64)
-    out = np.empty_like(values)
-    for i, value in enumerate(values):
+    series = np.asarray(values, dtype=np.float64)
+    out = np.empty_like(series)
+    for i, value in enumerate(series):
         out[i] = value if i == 0 else weight * out[i - 1] + (1.0 - weight) * value
     return out
 
@@ -244,7 +245,7 @@ def per_query_differences(a, b, metric: str) -> tuple[list[str], np.ndarray]:
     return ids, np.array([b_values[q] - a_values[q] for q in ids], dtype=np.float64)
 
 
-def t_interval(differences: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+def t_interval(differences: npt.ArrayLike, confidence: float = 0.95) -> tuple[float, float]:
     """Student-t confidence interval of the mean difference (the default band in the plot)."""
     from scipy import stats
 

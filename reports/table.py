@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
+from typing import TypeGuard
 
 ROW_KINDS = ("data", "baseline", "average", "gain")
 RANKED_KINDS = ("data", "baseline")
@@ -113,7 +114,7 @@ def format_delta(delta: float, scale: float = 1.0, decimals: int = 1) -> str:
     return format_number(delta, scale, decimals, signed=True)
 
 
-def is_number(value: object) -> bool:
+def is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -218,9 +219,9 @@ def emphasis(table: Table) -> dict[tuple[int, str], tuple[bool, bool]]:
     for column in table.columns:
         candidates = []
         for i, row in enumerate(table.rows):
-            cell = row.cells.get(column.key)
-            if row.kind in RANKED_KINDS and cell is not None:
-                shown = _displayed(table, cell)
+            ranked_cell = row.cells.get(column.key)
+            if row.kind in RANKED_KINDS and ranked_cell is not None:
+                shown = _displayed(table, ranked_cell)
                 if shown is not None:
                     candidates.append((i, shown))
         if len(candidates) < 2:

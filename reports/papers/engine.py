@@ -119,7 +119,7 @@ def _combine(derive: Derivation, operands: list[tuple[str, Computed]]) -> Comput
         return Computed(None, missing=f"{name}: {computed.missing}")
     if not present:
         return Computed(None, missing="no operand has a value")
-    values = [c.value for c in present]
+    values = [c.value for c in present if c.value is not None]   # all of them (present has values only)
     eps = [c.epsilon for c in present]
     if derive.op == "mean":
         return Computed(sum(values) / len(values), sum(eps) / len(eps))

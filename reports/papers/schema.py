@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, overload
 
 from harness.errors import InputError
 from reports.papers.yamlsrc import YDict, YList, load_yaml
@@ -147,6 +148,13 @@ def _require(obj: YDict, key: str, path: Path) -> object:
     return obj[key]
 
 
+# A required field, or one with a string default, is always a string.
+@overload
+def _str(obj: YDict, key: str, path: Path, default: str, required: bool = False) -> str: ...
+@overload
+def _str(obj: YDict, key: str, path: Path, default: None = None, *, required: Literal[True]) -> str: ...
+@overload
+def _str(obj: YDict, key: str, path: Path, default: None = None, required: bool = False) -> str | None: ...
 def _str(obj: YDict, key: str, path: Path, default: str | None = None, required: bool = False) -> str | None:
     if required:
         _require(obj, key, path)
@@ -309,7 +317,7 @@ def _rows(doc: YDict, path: Path, columns: tuple[ColumnSpec, ...], marks: tuple[
         if len(cells_obj) != len(columns):
             raise InputError(path, f"row {label!r} has {len(cells_obj)} cells for {len(columns)} columns",
                              _line(obj, "cells"))
-        cells = []
+        cells: list[Printed] = []
         for text, cell_line in zip(cells_obj, cells_obj.lines):
             if text is None or isinstance(text, bool):
                 raise InputError(path, f"row {label!r}: write every cell as printed text ('?' for an extraction "

@@ -42,10 +42,10 @@ def _build(node: yaml.Node, path: Path) -> Any:
             return node.value.lower() in ("true", "yes", "on")
         return node.value
     if isinstance(node, yaml.SequenceNode):
-        out = YList(_build(item, path) for item in node.value)
-        out.line = line
-        out.lines = [item.start_mark.line + 1 for item in node.value]
-        return out
+        seq = YList(_build(item, path) for item in node.value)
+        seq.line = line
+        seq.lines = [item.start_mark.line + 1 for item in node.value]
+        return seq
     if isinstance(node, yaml.MappingNode):
         out = YDict()
         out.line = line
