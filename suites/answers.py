@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -167,7 +167,8 @@ class AnswerMatcher:
 
 
 def accuracy_at_k(run, matcher: AnswerMatcher, answers: Mapping[str, Sequence[str]], ks: Sequence[int],
-                  lang: str | None = "en", query_ids: Sequence[str] | None = None) -> tuple[list[str], dict[str, np.ndarray]]:
+                  lang: str | None = "en",
+                  query_ids: Sequence[str] | None = None) -> tuple[list[str], dict[str, np.ndarray]]:
     """Per-query top-k accuracy: 1.0 when any of the top ``k`` passages contains any answer.
 
     ``answers`` maps query id -> answer strings (raw; normalised here).  Every query in

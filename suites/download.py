@@ -38,9 +38,9 @@ import tempfile
 import urllib.error
 import urllib.request
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Iterable
 
 from harness.errors import ConfigError, HarnessError, InputError
 from harness.io import atomic_write_json
@@ -180,8 +180,8 @@ def _extract_tar(archive: Path, staging: Path, name: str) -> None:
             try:
                 tf.extractall(staging, members=members, filter="data")
             except tarfile.FilterError as exc:
-                member = exc.tarinfo.name if exc.tarinfo is not None else "?"
-                raise UnsafeArchiveError(name, f"unsafe member {member!r} in archive: {exc}; nothing was kept") \
+                bad = exc.tarinfo.name if exc.tarinfo is not None else "?"
+                raise UnsafeArchiveError(name, f"unsafe member {bad!r} in archive: {exc}; nothing was kept") \
                     from None
         else:  # older Pythons: no links at all, only regular files and folders with plain modes
             safe = []

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from harness.benchmark import CARD_OPTIONS, BenchmarkSuite, LoadedBenchmark
 from harness.data.beir import BeirDataset, iter_jsonl, load_beir
 from harness.data.qrels import Qrels
 from harness.data.run import Run
@@ -22,7 +24,6 @@ from harness.io.readers import json_id
 from harness.protocol import ProtocolCard
 from harness.results import EvaluationResult
 from suites.answers import NORMALIZER_ID, AnswerMatcher, accuracy_at_k
-from harness.benchmark import CARD_OPTIONS, BenchmarkSuite, LoadedBenchmark
 
 ANSWERS_FILE = "answers.jsonl"
 _ACC = re.compile(r"^acc@(\d+)$")

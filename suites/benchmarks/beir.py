@@ -25,11 +25,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError, InputError
 from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
+from harness.errors import ConfigError, InputError
 from suites.benchmarks._common import (
-    ANSWERS_FILE, BeirLayoutSuite, find_optional, load_beir_folder, make_card, read_answers, resolve_split,
-    select_answers, with_options,
+    ANSWERS_FILE,
+    BeirLayoutSuite,
+    find_optional,
+    load_beir_folder,
+    make_card,
+    read_answers,
+    resolve_split,
+    select_answers,
+    with_options,
 )
 from suites.groupings import BEIR_ALL, CQADUPSTACK_FORUMS
 

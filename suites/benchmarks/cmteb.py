@@ -28,22 +28,29 @@ for running mteb's own evaluation offline.
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
+from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
 from harness.data.beir import BeirDataset, Corpus, Queries, check_qrels_ids, iter_jsonl
 from harness.data.qrels import Qrels
 from harness.data.run import Run
 from harness.errors import ConfigError, InputError
 from harness.io.readers import INT64_MAX, INT64_MIN, check_id, json_id
-from harness.retrieval.candidates import score_candidates  # noqa: F401 - part of this suite's API
 from harness.results import EvaluationResult
-from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
+from harness.retrieval.candidates import score_candidates  # noqa: F401 - part of this suite's API
 from suites.benchmarks._common import (
-    BeirLayoutSuite, evaluate_loaded, find_optional, load_beir_folder, make_card, resolve_split, with_options,
+    BeirLayoutSuite,
+    evaluate_loaded,
+    find_optional,
+    load_beir_folder,
+    make_card,
+    resolve_split,
+    with_options,
 )
 from suites.groupings import CMTEB_RERANKING, CMTEB_RETRIEVAL
 
@@ -59,7 +66,7 @@ def task_name(name: str) -> str | None:
     return lookup.get(name.strip().lower())
 
 
-@lru_cache(maxsize=None)
+@cache
 def task_definition(name: str) -> dict[str, Any]:
     """The protocol facts of a C-MTEB task, read from mteb's task metadata."""
     canonical = task_name(name)

@@ -36,13 +36,19 @@ from typing import Any
 
 import numpy as np
 
+from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
 from harness.data.beir import BeirDataset, Corpus, Queries, iter_jsonl, read_corpus
 from harness.data.qrels import Qrels
 from harness.errors import ConfigError, InputError
 from harness.io.readers import check_id, iter_input_lines, json_id, read_input_text
-from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
-from suites.benchmarks._common import BeirLayoutSuite, find_optional, load_beir_folder, make_card, resolve_split, \
-    with_options
+from suites.benchmarks._common import (
+    BeirLayoutSuite,
+    find_optional,
+    load_beir_folder,
+    make_card,
+    resolve_split,
+    with_options,
+)
 
 METRICS = ("mrr@10", "success@1", "success@50")
 GALLERIES = ("full", "sub200k")

@@ -26,13 +26,19 @@ import re
 from pathlib import Path
 from typing import Any
 
+from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
 from harness.data.beir import BeirDataset, Corpus, Queries, check_qrels_ids, iter_jsonl
 from harness.data.qrels import Qrels, read_qrels
 from harness.errors import ConfigError, InputError
 from harness.io.readers import check_id, iter_input_lines
-from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
-from suites.benchmarks._common import BeirLayoutSuite, find_optional, load_beir_folder, make_card, resolve_split, \
-    with_options
+from suites.benchmarks._common import (
+    BeirLayoutSuite,
+    find_optional,
+    load_beir_folder,
+    make_card,
+    resolve_split,
+    with_options,
+)
 from suites.groupings import MIRACL_LANGUAGES
 
 DOCID = re.compile(r"\d+#\d+", re.ASCII)      # used with fullmatch: no trailing newline, ASCII digits
@@ -187,6 +193,7 @@ class MiraclSuite(BeirLayoutSuite):
             meta = {"queries_in_file": len(queries), "format": "miracl-release"}
             if shards:
                 corpus = read_release_corpus(shards)
+                assert qrels.source is not None   # read from the release's qrels file
                 check_qrels_ids(qrels, queries.ids, corpus.ids, qrels.source)
             elif require_corpus:
                 raise InputError(root / f"miracl-corpus-v1.0-{lang}",

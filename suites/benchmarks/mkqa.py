@@ -32,14 +32,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
 from harness.data.beir import BeirDataset, Queries, iter_jsonl, read_corpus
 from harness.errors import ConfigError, InputError
 from harness.io.readers import json_id
 from suites.answers import NORMALIZER_ID
-from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
 from suites.benchmarks._common import (
-    ANSWERS_FILE, BeirLayoutSuite, empty_qrels, find_optional, load_beir_folder, make_card, qrels_splits, read_answers,
-    resolve_split, select_answers, with_options,
+    ANSWERS_FILE,
+    BeirLayoutSuite,
+    empty_qrels,
+    find_optional,
+    load_beir_folder,
+    make_card,
+    qrels_splits,
+    read_answers,
+    resolve_split,
+    select_answers,
+    with_options,
 )
 from suites.groupings import MKQA_LANGUAGES, MKQA_QUERY_LANGUAGES
 
@@ -182,7 +191,7 @@ class MkqaSuite(BeirLayoutSuite):
         if qrels_splits(root):
             split = resolve_split(root, split, "test")
             ds, meta = load_beir_folder(root, split)
-            metrics = ACC_METRICS + ("ndcg@10",)
+            metrics: tuple[str, ...] = ACC_METRICS + ("ndcg@10",)
         else:  # answers only: every query with answers is evaluated
             from harness.data.beir import read_queries
 
@@ -195,7 +204,7 @@ class MkqaSuite(BeirLayoutSuite):
         answers = {q: a for q, a in answers.items() if q in known}
         meta.update({"answers_field": field, "answer_lang": answer_lang,
                      "unanswerable_dropped": len(ds.queries) - len(answers)})
-        langs = sorted({r.get("lang") for q, r in rows.items() if q in answers and r.get("lang")})
+        langs = sorted({lang for q, r in rows.items() if q in answers and (lang := r.get("lang"))})
         if langs:
             meta["languages"] = langs
         name = dataset or root.name

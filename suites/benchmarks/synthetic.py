@@ -17,12 +17,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
 from harness.errors import ConfigError, InputError
 from harness.io.readers import read_input_text
-from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
 from suites.benchmarks._common import (
-    ANSWERS_FILE, BeirLayoutSuite, find_optional, load_beir_folder, make_card, read_answers, resolve_split,
-    select_answers, with_options,
+    ANSWERS_FILE,
+    BeirLayoutSuite,
+    find_optional,
+    load_beir_folder,
+    make_card,
+    read_answers,
+    resolve_split,
+    select_answers,
+    with_options,
 )
 
 METRICS = ("ndcg@10", "recall@100")
