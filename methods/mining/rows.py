@@ -135,8 +135,8 @@ def _report(stats: list[dict], settings: MiningSettings) -> dict[str, Any]:
     removed = {r: sum(s.get(r, 0) for s in stats) for r in RULES}
     return {
         "rows": n,
-        "candidates_per_query": {"mean": float(cands.mean()) if n else 0.0, "min": int(cands.min(initial=0)),
-                                 "max": int(cands.max(initial=0))},
+        "candidates_per_query": {"mean": float(cands.mean()) if n else 0.0, "min": int(cands.min()) if n else 0,
+                                 "max": int(cands.max()) if n else 0},
         # share of all retrieved documents each rule removed (pool_size: beyond k)
         "removed_share": {r: (v / retrieved if retrieved else 0.0) for r, v in removed.items()},
         "removed": removed,

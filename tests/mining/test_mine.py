@@ -60,6 +60,7 @@ def test_mined_rows_provenance_and_report(tmp_path):
         assert len(m.neg) == len(p["negatives"]) <= 4
         assert p["candidates"] + p["positives_removed"] == 12 + 1 or p["candidates"] == 12
     assert report["rows"] == 24 and report["candidates_per_query"]["max"] == 12
+    assert report["candidates_per_query"]["min"] == min(p["candidates"] for p in prov) >= 11
     shares = report["removed_share"]
     removed = report["removed"]
     assert removed["threshold"] == sum(p["removed"]["threshold"] for p in prov)
