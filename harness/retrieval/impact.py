@@ -166,6 +166,7 @@ def impact_search(docs: CorpusSparse, queries: SparseVectors, query_ids: Sequenc
         jqueries.add(jq)
         jqids.add(str(qid))
     qs, ds, ss = [], [], []
+    started = time.perf_counter()
     try:
         if jqids.size():
             results = searcher.batch_search(jqueries, jqids, int(k), int(max(1, threads or 1)))
@@ -178,5 +179,6 @@ def impact_search(docs: CorpusSparse, queries: SparseVectors, query_ids: Sequenc
     finally:
         searcher.close()
     info = {"index_seconds": meta.get("index_seconds"), "index_bytes": meta.get("index_bytes", 0),
+            "lucene_search_s": round(time.perf_counter() - started, 3),
             "doc_weights_dropped": meta.get("doc_weights_dropped"), "query_weights_dropped": dropped}
     return Run.from_arrays(qs, ds, ss, name=name), info
