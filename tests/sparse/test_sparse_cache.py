@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sparse_fakes import TableEncoder
 
 from harness.encoders.sparse_cache import encode_corpus_sparse
 from harness.errors import ConfigError
-
-from conftest import TableEncoder
 
 
 def test_cached_weights_equal_a_direct_encoding_and_are_reused(random_world, tmp_path):

@@ -74,7 +74,8 @@ def test_quantisation_rules():
 
 
 def test_sparsity_statistics_by_hand(tmp_path):
-    from conftest import TableEncoder
+    from sparse_fakes import TableEncoder
+
     from harness.data import Corpus
 
     table = {"a": [1, 1, 0], "b": [0, 0, 1], "c": [0, 0, 0], "x": [1, 0, 1], "y": [0, 0, 1]}
