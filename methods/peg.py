@@ -35,8 +35,8 @@ import torch
 import torch.nn.functional as F
 
 from harness.errors import ConfigError
-from harness.train.losses import reduce_losses
 from harness.method import Method, check_choice, register_method
+from harness.train.losses import reduce_losses
 
 if TYPE_CHECKING:
     from harness.train.context import LossOutput, TrainContext
@@ -246,8 +246,8 @@ class PEG(Method):
     """PEG's progressive loss on the trainer's InfoNCE candidates; vanilla InfoNCE with both ingredients off.
 
     Options (``TrainSpec.method_options``): ``alpha``, ``beta``, ``tau`` (None: the spec's
-    temperature, which the logged plain InfoNCE always uses), ``a_mode`` ("pos" | "neg"), ``weight_queries`` (w_q), ``scale_negatives``
-    (a_n), ``t_mode`` ("momentum" | "constant"), ``t_init`` (t0, or the constant t),
+    temperature, which the logged plain InfoNCE always uses), ``a_mode`` ("pos" | "neg"), ``weight_queries`` (w_q),
+    ``scale_negatives`` (a_n), ``t_mode`` ("momentum" | "constant"), ``t_init`` (t0, or the constant t),
     ``statistics`` ("global": all-gathered batch; "local": this rank's queries) and
     ``record_query_weights`` (write w_q per training query to ``method/query_weights.tsv``).
     Logged per step (``method`` in the training log): t, sigma, the mean positive similarity,
@@ -263,7 +263,7 @@ class PEG(Method):
                        "scale_negatives": True, "t_mode": "momentum", "t_init": 0.0, "statistics": "global",
                        "record_query_weights": False}
 
-    def configure(self, ctx: "TrainContext") -> None:
+    def configure(self, ctx: TrainContext) -> None:
         opts = ctx.options
         if ctx.spec.similarity != "cos":
             raise ConfigError(f"method peg: its threshold and scaling are defined on cosine similarities; "
@@ -282,7 +282,7 @@ class PEG(Method):
         self.query_rows: list[list[Any]] = []
         self._sums = torch.zeros(len(_SUMS), dtype=torch.float64)
 
-    def reduce(self, out: "LossOutput", ctx: "TrainContext") -> torch.Tensor:
+    def reduce(self, out: LossOutput, ctx: TrainContext) -> torch.Tensor:
         opts = self.options
         if ctx.micro_step == 0:
             self._sums.zero_()
@@ -304,7 +304,7 @@ class PEG(Method):
             self._record_rows(terms, ctx)
         return terms.loss
 
-    def _accumulate(self, terms: PEGTerms, ctx: "TrainContext") -> None:
+    def _accumulate(self, terms: PEGTerms, ctx: TrainContext) -> None:
         with torch.no_grad():
             modulated, emphasised, damped = terms.modulation_counts()
             local = torch.tensor([len(terms.pos), int(terms.above.sum()), float(terms.weights.sum()),
@@ -313,7 +313,7 @@ class PEG(Method):
         # Counts add over ranks; sigma and the mean are averaged over ranks and micro-batches.
         self._sums += ctx.all_reduce_sum(local)
 
-    def _record_rows(self, terms: PEGTerms, ctx: "TrainContext") -> None:
+    def _record_rows(self, terms: PEGTerms, ctx: TrainContext) -> None:
         examples = torch.tensor(ctx.query_batch().examples, dtype=torch.float64).reshape(-1, 2)
         values = torch.stack([terms.pos, terms.weights], 1).double().cpu()
         local = torch.cat([examples, values], 1)
@@ -341,7 +341,7 @@ class PEG(Method):
         self.batches = int(state["batches"])
         self.query_rows = [list(r) for r in state.get("query_rows", [])]
 
-    def export(self, ctx: "TrainContext", directory: Path) -> None:
+    def export(self, ctx: TrainContext, directory: Path) -> None:
         """``peg_state.json`` (final t, options), the progressive-state plot, and the w_q records if asked."""
         from harness.io import atomic_write, atomic_write_json
         from harness.train.logs import LOG_FILE, read_log

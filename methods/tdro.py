@@ -44,8 +44,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -74,8 +75,8 @@ STAGE1_DEFAULTS = {"n_hard_negatives": 7, "grad_accum": 4}
 
 
 # ---------------------------------------------------------------------------------------------- math
-def group_measurements(proxy_loss: "torch.Tensor", ref_loss: "torch.Tensor | None", group_ids: "torch.Tensor",
-                       num_groups: int, measure: str = "relative", mode: str = "code") -> "torch.Tensor":
+def group_measurements(proxy_loss: torch.Tensor, ref_loss: torch.Tensor | None, group_ids: torch.Tensor,
+                       num_groups: int, measure: str = "relative", mode: str = "code") -> torch.Tensor:
     """The per-group measurement vector M (length ``num_groups``) of one (gathered) micro-batch.
 
     ``proxy_loss``/``ref_loss`` are per-sample losses, ``group_ids`` their dataset
@@ -139,7 +140,7 @@ def group_measurements(proxy_loss: "torch.Tensor", ref_loss: "torch.Tensor | Non
         return torch.where(present, out, torch.zeros_like(out))
 
 
-def clip_to_norm(vector: "torch.Tensor", max_norm: float = 1.0) -> "torch.Tensor":
+def clip_to_norm(vector: torch.Tensor, max_norm: float = 1.0) -> torch.Tensor:
     """``vector * min(1, max_norm / (||vector||_2 + 1e-6))``: ``clip_grad_norm_`` on one vector."""
     import torch
 
@@ -147,8 +148,8 @@ def clip_to_norm(vector: "torch.Tensor", max_norm: float = 1.0) -> "torch.Tensor
     return vector * torch.clamp(max_norm / (norm + CLIP_EPS), max=1.0)
 
 
-def update_weights(log_weights: "torch.Tensor", measurements: "torch.Tensor", lr: float = 0.02,
-                   max_norm: float | None = 1.0) -> "torch.Tensor":
+def update_weights(log_weights: torch.Tensor, measurements: torch.Tensor, lr: float = 0.02,
+                   max_norm: float | None = 1.0) -> torch.Tensor:
     """One exponentiated-gradient step on log-weights, as released (METHODS.md 1.2 step 4).
 
     ``measurements`` is M of one micro-batch, or a (micro-batches, k) stack whose mean
@@ -169,7 +170,7 @@ def update_weights(log_weights: "torch.Tensor", measurements: "torch.Tensor", lr
     return torch.log_softmax(log_weights + lr * grad, dim=0)
 
 
-def weighted_proxy_loss(losses: "torch.Tensor", group_ids: "torch.Tensor", weights: "torch.Tensor") -> "torch.Tensor":
+def weighted_proxy_loss(losses: torch.Tensor, group_ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """The proxy's training loss: ``sum_i w_i l_i`` with ``w_i = alpha_g(i) / sum_j alpha_g(j)``
     (weights normalised by their in-batch sum, METHODS.md 1.5 item 4).  Differentiable in ``losses``."""
     import torch
@@ -236,7 +237,7 @@ def transfer_plan(weights: Sequence[float] | np.ndarray, transfer: str, percent:
 
 
 # ---------------------------------------------------------------------------------------------- specs
-def spec_with(spec: "TrainSpec", changes: Mapping[str, Any], method_options: dict[str, Any]) -> "TrainSpec":
+def spec_with(spec: TrainSpec, changes: Mapping[str, Any], method_options: dict[str, Any]) -> TrainSpec:
     """``spec`` with ``changes`` and *replaced* method options (``TrainSpec.replace`` would merge them)."""
     from harness.train.spec import TrainSpec
 
@@ -250,7 +251,7 @@ def spec_with(spec: "TrainSpec", changes: Mapping[str, Any], method_options: dic
     return TrainSpec.from_dict(data)
 
 
-def reference_spec(spec: "TrainSpec", options: Mapping[str, Any]) -> "TrainSpec":
+def reference_spec(spec: TrainSpec, options: Mapping[str, Any]) -> TrainSpec:
     """The uniform run stage 1 measures against: this run's recipe without the tDRO options
     (equal to the suite's baseline cell), on the proxy backbone, with ``reference`` overrides."""
     changes: dict[str, Any] = {"dataset_weights": None}
@@ -260,7 +261,7 @@ def reference_spec(spec: "TrainSpec", options: Mapping[str, Any]) -> "TrainSpec"
     return spec_with(spec, changes, {})
 
 
-def stage1_spec(spec: "TrainSpec", options: Mapping[str, Any]) -> "TrainSpec":
+def stage1_spec(spec: TrainSpec, options: Mapping[str, Any]) -> TrainSpec:
     """The stage-1 (``tdro-weights``) spec of a stage-2 run: mixed batches, HN-only, ``stage1`` overrides."""
     changes: dict[str, Any] = {**STAGE1_FIXED, **(options.get("stage1") or {})}
     if options.get("proxy_model"):
@@ -321,7 +322,7 @@ class Tdro(Method):
         return opts
 
     # ------------------------------------------------------------------ stage 1
-    def planned_dependencies(self, spec: "TrainSpec") -> list[PlannedRun]:
+    def planned_dependencies(self, spec: TrainSpec) -> list[PlannedRun]:
         opts = self.resolve_options(dict(spec.method_options))
         if opts["weights"] is not None:
             return []
@@ -333,7 +334,7 @@ class Tdro(Method):
                 PlannedRun(f"stage 1 (tdro-weights, {opts['measure']})", "tdro-weights", s1,
                            weights.frozen_forwards(s1))]
 
-    def learned_weights(self, spec: "TrainSpec", data: "TrainingData", workdir: str | Path) -> np.ndarray:
+    def learned_weights(self, spec: TrainSpec, data: TrainingData, workdir: str | Path) -> np.ndarray:
         """Alpha per source (in ``data`` order): given weights, or stage 1 trained/reused as a dependency."""
         opts = self.resolve_options(dict(spec.method_options))
         if opts["weights"] is not None:
@@ -350,7 +351,7 @@ class Tdro(Method):
                               f"{', '.join(missing) or 'none'}; unknown {', '.join(extra) or 'none'})")
         return np.array([given[n] for n in data.names], dtype=np.float64)
 
-    def train(self, spec: "TrainSpec", data: "TrainingData", workdir: str | Path):
+    def train(self, spec: TrainSpec, data: TrainingData, workdir: str | Path):
         if spec.dataset_weights is not None:
             raise ConfigError("tdro learns its dataset weights; remove dataset_weights from the spec")
         opts = self.resolve_options(dict(spec.method_options))
@@ -394,6 +395,6 @@ class Tdro(Method):
             "loss_multipliers": dict(zip(names, map(float, self._multipliers)))})
 
 
-__all__ = ["MEASURES", "MODES", "TRANSFERS", "Tdro", "clip_to_norm", "spec_with", "group_measurements", "read_learned_weights",
-           "reference_spec", "select_bottom", "select_top", "selection_size", "stage1_spec", "transfer_plan",
-           "update_weights", "weighted_proxy_loss"]
+__all__ = ["MEASURES", "MODES", "TRANSFERS", "Tdro", "clip_to_norm", "spec_with", "group_measurements",
+           "read_learned_weights", "reference_spec", "select_bottom", "select_top", "selection_size", "stage1_spec",
+           "transfer_plan", "update_weights", "weighted_proxy_loss"]

@@ -35,8 +35,17 @@ import numpy as np
 
 from harness.errors import ConfigError
 from harness.method import Method, PlannedRun, check_choice, register_method, thawed
-from methods.tdro import (MEASURES, MODES, STAGE1_DEFAULTS, STAGE1_FIXED, TOP_PERCENTS, group_measurements,
-                          select_bottom, select_top, weighted_proxy_loss)
+from methods.tdro import (
+    MEASURES,
+    MODES,
+    STAGE1_DEFAULTS,
+    STAGE1_FIXED,
+    TOP_PERCENTS,
+    group_measurements,
+    select_bottom,
+    select_top,
+    weighted_proxy_loss,
+)
 from methods.uniform import Uniform
 
 EMA_FACTOR = 0.1
@@ -162,7 +171,8 @@ class TdroWeights(Method):
             return ctx.frozen_losses(self.frozen)
         feats, chunk = ctx.query_batch().features, ctx.spec.gradcache_chunk_size
         with torch.no_grad():
-            q, _ = encode_chunks(self.frozen.model, feats["query"], chunk, ctx.device, grad=False, autocast=ctx.autocast)
+            q, _ = encode_chunks(self.frozen.model, feats["query"], chunk, ctx.device, grad=False,
+                                 autocast=ctx.autocast)
             p, _ = encode_chunks(self.frozen.model, feats["passage"], chunk, ctx.device, grad=False,
                                  autocast=ctx.autocast)
             return ctx.per_sample_losses(q, p, gather=D.all_gather_nograd)
@@ -189,9 +199,10 @@ class TdroWeights(Method):
         ids = group_ids.to(proxy.device).long()
         counts = torch.zeros(k, device=proxy.device).index_add_(0, ids, torch.ones_like(proxy))
         present = (counts > 0).tolist()
-        means = {"proxy_loss": torch.zeros(k, device=proxy.device).index_add_(0, ids, proxy.float()) / counts.clamp(min=1)}
+        per_group = counts.clamp(min=1)
+        means = {"proxy_loss": torch.zeros(k, device=proxy.device).index_add_(0, ids, proxy.float()) / per_group}
         if ref is not None:
-            means["ref_loss"] = torch.zeros(k, device=proxy.device).index_add_(0, ids, ref.float()) / counts.clamp(min=1)
+            means["ref_loss"] = torch.zeros(k, device=proxy.device).index_add_(0, ids, ref.float()) / per_group
         self.group_losses = {f"{kind}/{name}": float(v) for kind, values in means.items()
                              for name, v, here in zip(ctx.data.names, values.tolist(), present) if here}
 
