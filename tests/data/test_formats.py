@@ -11,8 +11,18 @@ import numpy as np
 import pytest
 
 from harness.cli import main
-from harness.data import Qrels, Run, load_beir, read_corpus, read_qrels, read_queries, read_run, read_training_rows
-from harness.data import write_qrels, write_run
+from harness.data import (
+    Qrels,
+    Run,
+    load_beir,
+    read_corpus,
+    read_qrels,
+    read_queries,
+    read_run,
+    read_training_rows,
+    write_qrels,
+    write_run,
+)
 from harness.errors import InputError
 from harness.io.readers import UNICODE_ONLY_WHITESPACE, check_id, parse_trec_relevance, parse_trec_score
 
@@ -229,7 +239,7 @@ def test_evaluate_cli_bad_run_exits_2(tmp_path, capsys):
     assert f"{run}:1: score 'nan' is not finite" in captured.err and captured.out == ""
 
 
-# --------------------------------------------------------------------------- trec_eval-exact parsing (harness/io/readers.py)
+# ------------------------------------------------------------- trec_eval-exact parsing (harness/io/readers.py)
 
 
 @pytest.mark.parametrize(("token", "value"), [
@@ -268,7 +278,8 @@ def test_labels_accepted_with_atols_value(token, value):
 
 @pytest.mark.parametrize(("token", "fragment"), [
     ("1.5", "only 1 from its prefix '1'"), ("2e1", "only 2 from its prefix '2'"), ("1e30", "only 1"),
-    ("rel", "read it as 0"), (str(2 ** 63), "out of range"), ("9" * 30, "out of range"), ("-" + "9" * 30, "out of range"),
+    ("rel", "read it as 0"), (str(2 ** 63), "out of range"), ("9" * 30, "out of range"),
+    ("-" + "9" * 30, "out of range"),
 ])
 def test_labels_atol_would_misread_are_refused(token, fragment):
     with pytest.raises(InputError) as info:

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from harness.data import Run
+from harness.errors import ProtocolMismatchError
 from harness.io import atomic_dir, atomic_write
 from harness.protocol import ProtocolCard, assert_comparable
-from harness.errors import ProtocolMismatchError
 from harness.results import EvaluationResult
 from harness.store import load_result, write_result
 

@@ -124,7 +124,8 @@ def test_lora_adapter_folder_is_merged_into_its_base(tiny_bert_dir, tmp_path):
                                                  init_lora_weights=False))
     adapter_dir = tmp_path / "adapter"
     peft_model.save_pretrained(adapter_dir)
-    assert json.loads((adapter_dir / "adapter_config.json").read_text())["base_model_name_or_path"] == str(tiny_bert_dir)
+    adapter_config = json.loads((adapter_dir / "adapter_config.json").read_text())
+    assert adapter_config["base_model_name_or_path"] == str(tiny_bert_dir)
 
     enc = HFEncoder(str(adapter_dir), pooling="mean")
     got = enc.encode_docs(TEXTS, progress=False)

@@ -197,8 +197,8 @@ def test_bad_input_in_a_real_process(tmp_path, name):
     """The installed entry point: same line, no traceback, exit 2 (a subprocess, not main())."""
     case = CASES[name]
     argv, bad_file = case.setup(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "harness", *argv], check=False, capture_output=True, text=True, cwd=tmp_path,
-                          env={**os.environ, "HARNESS_NUM_THREADS": "1"}, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "harness", *argv], check=False, capture_output=True, text=True,
+                          cwd=tmp_path, env={**os.environ, "HARNESS_NUM_THREADS": "1"}, timeout=300)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert case.problem in proc.stderr and str(bad_file) in proc.stderr
@@ -284,8 +284,8 @@ def test_broken_pipe_exits_quietly_with_141(tmp_path):
     (tmp_path / "r.trec").write_text(rows)
     script = (f"set -o pipefail; {sys.executable} -m harness evaluate --qrels q.trec --run r.trec --per-query "
               "--format table | head -1")
-    proc = subprocess.run(["bash", "-c", script], check=False, capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                          env={**os.environ, "HARNESS_NUM_THREADS": "1"})
+    proc = subprocess.run(["bash", "-c", script], check=False, capture_output=True, text=True, cwd=tmp_path,
+                          timeout=300, env={**os.environ, "HARNESS_NUM_THREADS": "1"})
     assert proc.stdout.split() == ["query", "ndcg@10", "recall@100", "mrr@10", "map", "p@10", "success@10"]
     assert proc.stderr == ""
     assert proc.returncode == 141
@@ -393,7 +393,8 @@ CASES_STORED = {
                                    "query id 'q1' appears twice (first on line 2)"),
     "per-query-no-header": Case(_compare_result("per_query.tsv.gz", gz(PER_QUERY_GOOD_ROW)), 1,
                                 "must start with a 'query_id' header"),
-    "manifest-malformed-json": Case(_compare_result("manifest.json", b'{\n  "card": {"dataset": "toy"},\n  "model" "b"\n}\n'),
+    "manifest-malformed-json": Case(_compare_result("manifest.json",
+                                                    b'{\n  "card": {"dataset": "toy"},\n  "model" "b"\n}\n'),
                                     3, "malformed JSON (Expecting ':' delimiter"),
     "manifest-non-utf8": Case(_compare_result("manifest.json", b'{\n  "model": "caf\xe9"\n}\n'), 2,
                               "not valid UTF-8: byte 0xe9"),

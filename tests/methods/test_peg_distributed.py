@@ -36,7 +36,8 @@ def worker(rank: int, world: int, port: int, model_dir: str, out_dir: str) -> No
             self.history = [*getattr(self, "history", []), (ctx.step, self.t)]
 
     method = Recording()
-    Trainer(spec_for(model_dir), make_data(), Path(out_dir) / "two", method=method, accelerator=make_accelerator()).run()
+    Trainer(spec_for(model_dir), make_data(), Path(out_dir) / "two", method=method,
+            accelerator=make_accelerator()).run()
     torch.save({"history": method.history, "scalars": method.scalars()}, Path(out_dir) / f"rank{rank}.pt")
 
 

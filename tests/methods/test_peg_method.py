@@ -12,9 +12,9 @@ import torch
 from trainutil import load_tiny, make_data, make_tiny_bert, plain_step, step_context
 
 from harness.errors import ConfigError, InputError
+from harness.method import get_method, list_methods
 from harness.train.logs import read_log
 from harness.train.spec import TrainSpec
-from harness.method import get_method, list_methods
 from methods.peg import PEG, peg_loss, read_query_weights
 
 EXAMPLES = [(0, 0), (0, 3), (0, 5), (0, 7), (0, 1), (0, 9)]
@@ -77,8 +77,8 @@ def test_candidates_reproduce_the_trainers_infonce(tiny_nodrop):
     """The trainer hook PEG builds on: ctx.candidates gives the scores, mask and targets of InfoNCE."""
     spec, model, tok, enc = load_tiny(tiny_nodrop, batch_size=len(EXAMPLES), temperature=0.05)
     ctx = step_context(spec, make_data(), model, tok, enc, EXAMPLES)
-    from harness.train.losses import info_nce
     from harness.train.encoding import encode_chunks
+    from harness.train.losses import info_nce
 
     q, _ = encode_chunks(model, ctx.batch.features["query"], None, ctx.device, grad=False)
     p, _ = encode_chunks(model, ctx.batch.features["passage"], None, ctx.device, grad=False)

@@ -63,5 +63,6 @@ def test_emphasis_grows_with_t_and_t_follows_the_momentum(tiny_run):
     rho_mod = spearmanr(t, mod).statistic
     print(f"\nsteps with modulated negatives: {int(has.sum())}/{len(t)}; Spearman(t, emphasised/modulated) "
           f"{rho_emph:.3f}; Spearman(t, modulated share) {rho_mod:.3f}; modulated share first/last 10 steps "
-          f"{mod[:10].mean():.3f}/{mod[-10:].mean():.3f}; t first/last 10 steps {t[:10].mean():.3f}/{t[-10:].mean():.3f}")
+          f"{mod[:10].mean():.3f}/{mod[-10:].mean():.3f}; "
+          f"t first/last 10 steps {t[:10].mean():.3f}/{t[-10:].mean():.3f}")
     assert rho_emph > 0.5

@@ -29,10 +29,10 @@ def test_stage1_step_costs_at_most_1_7_uniform_steps(benchmark):
     import torch
     from trainutil import make_data, step_context
 
+    from harness.method import Method
     from harness.train.model import build_model
     from harness.train.spec import TrainSpec
     from harness.train.step import run_micro_batch
-    from harness.method import Method
     from methods.tdro_weights import TdroWeights
 
     spec = TrainSpec(model="minilm", pooling="mean", batch_size=16, n_hard_negatives=3, sampling="mixed",

@@ -11,10 +11,9 @@ import torch
 from trainutil import make_data, make_tiny_bert
 
 from harness.errors import ConfigError
+from harness.method import Method, get_method
 from harness.train.logs import read_log
 from harness.train.spec import TrainSpec
-from harness.method import get_method
-from harness.method import Method
 from methods.tdro import group_measurements, update_weights
 from methods.tdro_weights import TdroWeights, same_tokenization
 

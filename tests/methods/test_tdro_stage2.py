@@ -10,10 +10,9 @@ import torch
 from trainutil import make_data, make_tiny_bert
 
 from harness.errors import ConfigError
+from harness.method import Method, get_method
 from harness.train.logs import read_log
 from harness.train.spec import TrainSpec
-from harness.method import get_method
-from harness.method import Method
 from methods.tdro import Tdro, reference_spec, stage1_spec
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -7,8 +7,8 @@ import pytest
 from trainutil import make_data, make_tiny_bert
 
 from harness.errors import ConfigError
-from harness.train.logs import read_log
 from harness.method import get_method, list_methods
+from harness.train.logs import read_log
 from harness.train.result import Checkpoint
 
 

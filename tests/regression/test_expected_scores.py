@@ -21,8 +21,16 @@ from pathlib import Path
 
 import pytest
 
-from harness.regression import IMPROVED, OK, OKISH, check_entry, default_shared_root, expected_dir, format_results, \
-    load_all
+from harness.regression import (
+    IMPROVED,
+    OK,
+    OKISH,
+    check_entry,
+    default_shared_root,
+    expected_dir,
+    format_results,
+    load_all,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXPECTED_DIR = Path(os.environ.get("HARNESS_EXPECTED_DIR") or expected_dir())

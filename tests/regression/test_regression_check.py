@@ -7,14 +7,25 @@ from pathlib import Path
 
 import pytest
 import yaml
+from regression_helpers import CARD, COMMAND, RECORDED, make_result, write_expectations
 
 from harness import regression
 from harness.cli import main
 from harness.errors import ConfigError, InputError
-from harness.regression import (ERROR, FAIL, IMPROVED, OK, OKISH, Expectation, check_entry, classify, load_all,
-                                load_expectations, record, tolerance_for)
-from regression_helpers import CARD, COMMAND, RECORDED, make_result, write_expectations
-
+from harness.regression import (
+    ERROR,
+    FAIL,
+    IMPROVED,
+    OK,
+    OKISH,
+    Expectation,
+    check_entry,
+    classify,
+    load_all,
+    load_expectations,
+    record,
+    tolerance_for,
+)
 
 # ---------------------------------------------------------------- the policy
 

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from regression_helpers import CARD, RECORDED, make_result, write_expectations
 
 from harness.cli import main
 from harness.regression import load_expectations
-
-from regression_helpers import CARD, RECORDED, make_result, write_expectations
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -146,7 +146,8 @@ def test_regenerated_table_from_toy_spec(tmp_path):
         """)
     table = to_table(spec)
     x = table.rows[1].cells["a"]
-    assert (x.value, x.delta, x.marks, x.decimals, x.note) == (41.5, pytest.approx(1.5), ("*",), 1, "printed delta +1.7")
+    assert (x.value, x.delta, x.marks, x.decimals, x.note) == (41.5, pytest.approx(1.5), ("*",), 1,
+                                                               "printed delta +1.7")
     assert table.scale == 1.0 and table.label == "tab:toy-table1" and table.legend == {"*": "significant"}
 
 
@@ -167,7 +168,8 @@ def test_regenerated_table_from_toy_spec(tmp_path):
         ("columns:\n  - {key: a}\n  - {key: b, derive: {op: diff, of: [a]}}\nrows: []\n", 6, "exactly 2 operands"),
         ("columns:\n  - {key: a, derive: {op: mean, of: [zz]}}\nrows:\n  - {label: R, cells: ['1']}\n", 5,
          "derive.of names 'zz'"),
-        ("columns:\n  - {key: a}\n  - {key: t, derive: {op: mean, of: [a]}}\nrows:\n  - {label: R, cells: ['1', 'x']}\n",
+        ("columns:\n  - {key: a}\n  - {key: t, derive: {op: mean, of: [a]}}\n"
+         "rows:\n  - {label: R, cells: ['1', 'x']}\n",
          8, "derived cell 'x' must be a number"),
         ("columns:\n  - {key: a\nrows: []\n", 6, "YAML syntax error"),
         ("decimals: two\ncolumns:\n  - {key: a}\nrows:\n  - {label: R, cells: ['1']}\n", 4,

@@ -94,10 +94,12 @@ def test_001_spot_checks(papers_dir):
     nq = table_spec("001", 1).row("NQ")
     assert (nq.cells[6].value, nq.cells[6].marks) == (0.559, ("*",))
     assert [c.kind for c in nq.cells[8:10]] == ["gap", "gap"] and nq.cells[12].value == 0.547
-    assert re.search(r"^\| SciFact \| 0\.709 \| 0\.688 \| 0\.615 \| 0\.722 \| 0\.709 \| 0\.696 \| 0\.600 \|", text, re.MULTILINE)
+    assert re.search(r"^\| SciFact \| 0\.709 \| 0\.688 \| 0\.615 \| 0\.722 \| 0\.709 \| 0\.696 \| 0\.600 \|",
+                     text, re.MULTILINE)
     assert [c.text for c in table_spec("001", 2).row("SciFact").cells[:7]] == ["0.709", "0.688", "0.615", "0.722",
                                                                               "0.709", "0.696", "0.600"]
-    assert re.search(r"^\| COCO-DRBase \| 0\.307 \| 0\.709 \| 0\.807 \| 0\.370 \| 0\.443 \| 0\.527† \|$", text, re.MULTILINE)
+    assert re.search(r"^\| COCO-DRBase \| 0\.307 \| 0\.709 \| 0\.807 \| 0\.370 \| 0\.443 \| 0\.527† \|$",
+                     text, re.MULTILINE)
     avg = table_spec("001", 3).row("coco-dr-base").cells[5]
     assert (avg.value, avg.marks) == (0.527, ("†",))
     assert re.search(r"^\| Robust04 \| 0\.6656 \| 0\.4323 \| -0\.016 \| \+0\.008 \|$", text, re.MULTILINE)

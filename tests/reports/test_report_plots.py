@@ -48,7 +48,7 @@ def test_dataset_weight_bars_from_paper_000_table8(papers_dir, tmp_path):
     assert len(ax.containers) == 4
     datasets = list(weights["Baseline"])
     assert [t.get_text() for t in ax.get_xticklabels()] == datasets
-    for container, (variant, values) in zip(ax.containers, weights.items()):
+    for container, values in zip(ax.containers, weights.values()):
         assert [bar.get_height() for bar in container] == [values[d] for d in datasets]
     tdro = {d: bar.get_height() for d, bar in zip(datasets, ax.containers[1])}
     assert tdro["miracl"] == 0.1314 and tdro["AllNLI"] == 0.0005

@@ -31,7 +31,8 @@ def parse_markdown_table(text: str) -> tuple[list[str], list[str], list[list[str
 def test_markdown_is_a_valid_table_with_the_same_content(sample_table):
     md = render_markdown(sample_table)
     header, align, body = parse_markdown_table(md)
-    assert header == ["System ↓", "SciFact &amp; co nDCG@10", "SciFact &amp; co R@100", "MIRACL\\_zh nDCG@10", "ms/query"]
+    assert header == ["System ↓", "SciFact &amp; co nDCG@10", "SciFact &amp; co R@100", "MIRACL\\_zh nDCG@10",
+                      "ms/query"]
     assert align == [":---", ":---:", ":---:", ":---:", ":---:"]
     labels = [r[0] for r in body]
     assert labels == ["*Baselines*", "BM25", "Contriever\\_v2 #1", "*Ours: 50% &amp; more*", "tDRO 中文 Touché",
@@ -53,7 +54,8 @@ def test_markdown_is_a_valid_table_with_the_same_content(sample_table):
         "\\- starts with a dash",
         "\\[1\\] Ours: 50% &amp; more / tDRO 中文 Touché, ms/query: printed 5.1",
     ]
-    assert md.startswith('<a id="tab:sample"></a>\n\nnDCG@10 ≤ 1; 50% &amp; \\$x\\$ #1 \\_a\\_ {b} \\~c^ \\\\d &lt;e&gt; \\|f\\| ')
+    assert md.startswith('<a id="tab:sample"></a>\n\n'
+                         'nDCG@10 ≤ 1; 50% &amp; \\$x\\$ #1 \\_a\\_ {b} \\~c^ \\\\d &lt;e&gt; \\|f\\| ')
 
 
 def test_markdown_and_latex_agree_on_bold_and_underline(sample_table):

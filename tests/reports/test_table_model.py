@@ -99,13 +99,15 @@ def test_single_candidate_column_is_not_marked():
 def test_ties_compare_displayed_values_with_cell_decimals():
     # 65.6 printed with one decimal and 65.60 with two are the same displayed number.
     table = Table(columns=[Column("a", "A")], scale=1.0, decimals=2,
-                  rows=[Row("x", {"a": Cell(65.6, decimals=1)}), Row("y", {"a": Cell(65.60)}), Row("z", {"a": Cell(1.0)})])
+                  rows=[Row("x", {"a": Cell(65.6, decimals=1)}), Row("y", {"a": Cell(65.60)}),
+                        Row("z", {"a": Cell(1.0)})])
     flags = emphasis(table)
     assert flags == {(0, "a"): (True, False), (1, "a"): (True, False)}
 
 
 def test_layout_rules_group_headers_and_gain_rows():
-    cols = [Column("m", "nDCG@10", group="MIRACL"), Column("r", "R@100", group="MIRACL"), Column("b", "nDCG@10", group="BeIR")]
+    cols = [Column("m", "nDCG@10", group="MIRACL"), Column("r", "R@100", group="MIRACL"),
+            Column("b", "nDCG@10", group="BeIR")]
     rows = [
         Row("Qwen", {"m": Cell(0.458), "r": Cell(0.805), "b": Cell(0.475)}, group="Baselines", kind="baseline"),
         Row("Qwen", {"m": Cell(0.487, delta=0.029)}, group="Top-70%"),

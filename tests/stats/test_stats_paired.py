@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from harness.stats import (bootstrap_ci, bootstrap_test, effect_size, paired_ttest, randomization_test,
-                           win_tie_loss)
+from harness.stats import bootstrap_ci, bootstrap_test, effect_size, paired_ttest, randomization_test, win_tie_loss
 
 
 def brute_force_sign_flip_p(diff: np.ndarray) -> float:

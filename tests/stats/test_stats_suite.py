@@ -10,8 +10,16 @@ from statsmodels.stats.multitest import multipletests
 
 from harness.errors import ConfigError
 from harness.results import EvaluationResult
-from harness.stats import (MissingQueriesError, StatisticsError, StatsOptions, align, bootstrap_ci, compare_suite,
-                           compare_systems, paired_ttest)
+from harness.stats import (
+    MissingQueriesError,
+    StatisticsError,
+    StatsOptions,
+    align,
+    bootstrap_ci,
+    compare_suite,
+    compare_systems,
+    paired_ttest,
+)
 
 
 def make_eval(qids, **metrics) -> EvaluationResult:

@@ -8,7 +8,12 @@ import pytest
 
 from harness.data.run import Run
 from suites.answers import (
-    AnswerMatcher, accuracy_at_k, contains_normalized, has_answer, is_unspaced_char, normalize_answer,
+    AnswerMatcher,
+    accuracy_at_k,
+    contains_normalized,
+    has_answer,
+    is_unspaced_char,
+    normalize_answer,
     normalize_answers,
 )
 

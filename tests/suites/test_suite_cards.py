@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from harness.benchmark import get_suite
 from harness.data.run import Run
 from harness.errors import ProtocolMismatchError
 from harness.protocol import ProtocolCard, assert_comparable, card_differences
 from harness.results import EvaluationResult
 from harness.store import load_result, write_result
-from harness.benchmark import get_suite
 
 
 def test_same_data_same_card(shared_data):

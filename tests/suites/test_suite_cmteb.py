@@ -2,15 +2,14 @@
 of our metrics with mteb's own retrieval scoring."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from harness.benchmark import get_suite
 from harness.data.run import Run
 from harness.errors import InputError
-from harness.benchmark import get_suite
 from suites.benchmarks import cmteb
 from suites.groupings import CMTEB_RERANKING, CMTEB_RETRIEVAL
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
 from harness.benchmark import get_suite
+from harness.cli import main
 from suites.download import LEDGER, DownloadError, RemoteFile, download_dataset, fetch
 
 
@@ -83,7 +83,8 @@ def test_known_sha256_verified(server, tmp_path):
     www, url = server
     (www / "f.txt").write_bytes(b"hello")
     good = hashlib.sha256(b"hello").hexdigest()
-    dest = fetch([RemoteFile(f"{url}/f.txt", "f.txt", sha256=good)], tmp_path / "c" / "x", cache=tmp_path / "c", key="k")
+    dest = fetch([RemoteFile(f"{url}/f.txt", "f.txt", sha256=good)], tmp_path / "c" / "x", cache=tmp_path / "c",
+                 key="k")
     assert (dest / "f.txt").read_bytes() == b"hello"
     assert not (tmp_path / "c" / LEDGER).exists()             # published checksums are not recorded
     with pytest.raises(DownloadError, match="SHA-256 mismatch"):

@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from dureader_reference import official_dureader
 
+from harness.benchmark import get_suite
 from harness.cli import main
 from harness.store import load_result
-from harness.benchmark import get_suite
 from suites.groupings import language_of_query, per_group_average
-
-from dureader_reference import official_dureader
 
 EXPECTED = Path(__file__).resolve().parents[2] / "suites" / "expected"
 

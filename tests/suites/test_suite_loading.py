@@ -7,11 +7,10 @@ import json
 
 import pytest
 
+from harness.benchmark import dataset_stats, get_suite, list_suites
 from harness.cli import main
 from harness.errors import ConfigError, InputError
-from harness.benchmark import get_suite, list_suites
 from suites.benchmarks import miracl as miracl_mod
-from harness.benchmark import dataset_stats
 from suites.benchmarks.mkqa import read_mkqa
 from suites.groupings import MIRACL_LANGUAGES, MKQA_LANGUAGES
 

@@ -7,15 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dureader_reference import official_dureader
 
+from harness.benchmark import get_suite
 from harness.data.run import Run
 from harness.errors import ConfigError
-from harness.benchmark import get_suite
 from suites.benchmarks._common import cut_depth, evaluate_loaded
 from suites.benchmarks.dureader import sub_gallery
 from suites.groupings import language_of_query, per_group_average
-
-from dureader_reference import official_dureader
 
 
 def write_beir(folder: Path, docs: dict[str, str], queries: dict[str, str], qrels: list[tuple[str, str, int]],

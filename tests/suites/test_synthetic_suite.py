@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from harness.benchmark import get_suite
 from harness.data.run import Run
 from harness.errors import ConfigError
-from harness.benchmark import get_suite
 
 
 @pytest.fixture(scope="module")

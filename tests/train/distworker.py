@@ -35,8 +35,8 @@ def micro_batch_grads(model_dir: str, rank: int, world: int, accelerator):
 
     from trainutil import load_tiny, make_data, step_context
 
-    from harness.train.step import run_micro_batch
     from harness.method import Method
+    from harness.train.step import run_micro_batch
 
     class GatherGroups(Method):
         """Gathers the per-sample losses and group ids of every rank (the method all-gather hook)."""
@@ -59,7 +59,8 @@ def micro_batch_grads(model_dir: str, rank: int, world: int, accelerator):
 def train_spec(model_dir: str, gradcache_chunk_size: int | None = None):
     from harness.train.spec import TrainSpec
 
-    return TrainSpec(model=model_dir, gradcache_chunk_size=gradcache_chunk_size, pooling="mean", batch_size=8, steps=3, warmup_steps=0, n_hard_negatives=1,
+    return TrainSpec(model=model_dir, gradcache_chunk_size=gradcache_chunk_size, pooling="mean", batch_size=8, steps=3,
+                     warmup_steps=0, n_hard_negatives=1,
                      temperature=0.05, query_max_length=32, doc_max_length=64, precision="fp32", lr=1e-3,
                      gradient_checkpointing=False, progress=False, save_every=2)
 
@@ -70,8 +71,8 @@ def worker(rank: int, world: int, port: int, model_dir: str, out_dir: str) -> No
     torch.set_num_threads(1)
     from trainutil import make_data
 
-    from harness.train.trainer import Trainer, make_accelerator
     from harness.method import Method
+    from harness.train.trainer import Trainer, make_accelerator
 
     acc = make_accelerator()
     result = {"oracle": oracle_vectors(world, rank, True), "oracle_nograd": oracle_vectors(world, rank, False)}

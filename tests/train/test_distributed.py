@@ -10,9 +10,9 @@ import torch.multiprocessing as mp
 from safetensors.torch import load_file
 from trainutil import make_data
 
+from harness.method import Method
 from harness.train.logs import read_log
 from harness.train.trainer import Trainer
-from harness.method import Method
 
 
 def free_port() -> int:

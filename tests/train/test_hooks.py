@@ -6,8 +6,8 @@ import torch
 from trainutil import load_tiny, make_data, plain_step, step_context
 
 from harness.errors import ConfigError
-from harness.train.logs import read_log
 from harness.method import Method
+from harness.train.logs import read_log
 
 
 def spec_for(model_dir, **kw):

@@ -8,8 +8,8 @@ import torch
 from safetensors.torch import load_file
 from trainutil import make_data
 
-from harness.train.logs import read_log
 from harness.method import Method
+from harness.train.logs import read_log
 from harness.train.result import Checkpoint
 
 

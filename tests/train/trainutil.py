@@ -46,7 +46,8 @@ def make_data(n_sources: int = 3, rows: int = 12, negs: int = 2, seed: int = 0, 
         rows_ = [TrainingRow(_sentence(rng, 5), [_sentence(rng, 12)], [_sentence(rng, 12) for _ in range(negs)])
                  for _ in range(rows)]
         sources.append(TrainingSource(name=f"src{s}", rows=rows_, language="en", task="retrieval",
-                                      symmetric=(s == n_sources - 1), prompt=f"Find passages for task {s}" if prompts else "",
+                                      symmetric=(s == n_sources - 1),
+                                      prompt=f"Find passages for task {s}" if prompts else "",
                                       fingerprint=f"synthetic-{seed}-{s}"))
     return TrainingData(sources)
 
