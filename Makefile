@@ -1,7 +1,10 @@
 # The two entry points of the README.  Both do the whole set-up first (idempotent).
 VENV ?= .venv
 
-.PHONY: quickstart test test-slow setup setup-dev
+# What `make lint` checks (settings in pyproject.toml); `make test` runs it before pytest.
+LINT_PATHS = harness methods suites reports tests scripts
+
+.PHONY: quickstart test test-slow lint setup setup-dev
 
 setup:
 	bash scripts/setup.sh
@@ -12,7 +15,11 @@ setup-dev:
 quickstart: setup
 	$(VENV)/bin/harness run quickstart
 
-test: setup-dev
+lint: setup-dev
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/mypy
+
+test: lint
 	$(VENV)/bin/python -m pytest -q
 
 test-slow: setup-dev
