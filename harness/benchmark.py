@@ -168,10 +168,8 @@ def register_suite(name: str) -> Callable[[type[BenchmarkSuite]], type[Benchmark
 
 def get_suite(name: str) -> BenchmarkSuite:
     """A fresh instance of the suite registered as ``name`` (or of a ``package.module:Class`` reference)."""
-    cls = SUITES.get(name)
-    if ":" in name and "name" not in vars(cls):
-        cls.name = name
-    return cls()
+    suite: BenchmarkSuite = SUITES.create(name)
+    return suite
 
 
 def list_suites() -> list[str]:

@@ -285,10 +285,8 @@ def register_method(name: str) -> Callable[[type[Method]], type[Method]]:
 
 def get_method(name: str) -> Method:
     """A fresh instance of the method registered as ``name`` (or of a ``package.module:Class`` reference)."""
-    cls = METHODS.get(name)
-    if ":" in name and "name" not in vars(cls):
-        cls.name = name
-    return cls()
+    method: Method = METHODS.create(name)
+    return method
 
 
 def list_methods() -> list[str]:

@@ -126,6 +126,14 @@ class Registry(Generic[T]):
         except KeyError:
             raise ConfigError(self._unknown_message(name)) from None
 
+    def create(self, name: str) -> Any:
+        """A fresh instance of the class registered as ``name``; a class reached by a ``module:Class``
+        reference (never registered) takes the reference as its ``name``."""
+        cls: Any = self.get(name)
+        if ":" in name and "name" not in vars(cls):
+            cls.name = name
+        return cls()
+
     def __contains__(self, name: object) -> bool:
         self.discover()
         return name in self._items

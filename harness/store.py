@@ -32,7 +32,7 @@ import numpy as np
 from harness.data.run import Run, read_run, write_run
 from harness.errors import InputError
 from harness.io import atomic_dir, atomic_write, check_replaceable
-from harness.io.readers import check_id, iter_input_lines, read_input_text
+from harness.io.readers import check_id, iter_input_lines, read_json_object_text
 from harness.protocol import ProtocolCard
 from harness.results import EvaluationResult
 
@@ -145,24 +145,6 @@ def _metric_value(text: str, metric: str, path: Path, line: int) -> float:
     return value
 
 
-def read_json_object(path: str | Path, what: str = "file") -> dict[str, Any]:
-    """A JSON file that must hold an object (result manifests, suite summaries, training records); a
-    missing file, bad UTF-8, malformed JSON (with its line) or another JSON type is an InputError."""
-    return _read_json_object(Path(path), what)[0]
-
-
-def _read_json_object(path: Path, what: str) -> tuple[dict[str, Any], str]:
-    """The object and the text it was parsed from (for the line of a bad entry)."""
-    text = read_input_text(path, what)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"malformed JSON ({exc.msg}, column {exc.colno})", exc.lineno) from None
-    if not isinstance(data, dict):
-        raise InputError(path, f"expected a JSON object, got {type(data).__name__}", 1)
-    return data, text
-
-
 def _json_line(text: str, key: str) -> int | None:
     """The line of ``"key":`` in a JSON text (for messages about one entry), None if not found."""
     at = text.find(json.dumps(key) + ":")
@@ -236,8 +218,8 @@ def load_result(directory: str | Path) -> StoredResult:
             raise InputError(directory / needed, "missing from result directory (incomplete or not a result)")
     evaluation = read_per_query(directory / PER_QUERY_FILE)
     manifest_path, metrics_path = directory / MANIFEST_FILE, directory / METRICS_FILE
-    manifest, manifest_text = _read_json_object(manifest_path, "result manifest")
-    aggregate, metrics_text = _read_json_object(metrics_path, "metrics file")
+    manifest, manifest_text = read_json_object_text(manifest_path, "result manifest")
+    aggregate, metrics_text = read_json_object_text(metrics_path, "metrics file")
     evaluation.aggregate = {}
     for name, value in aggregate.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):

@@ -39,7 +39,8 @@ from typing import Any
 from harness.ablation.paths import SUMMARY_FILE, cell_result_dir, report_dir
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError, InputError
-from harness.store import load_result, read_json_object
+from harness.io.readers import read_json_object
+from harness.store import load_result
 
 KINDS = ("results", "weights")
 

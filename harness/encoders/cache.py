@@ -23,7 +23,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,16 +137,16 @@ def _write_shard(path: Path, vectors: np.ndarray) -> None:
         np.save(handle, vectors, allow_pickle=False)
 
 
-def encode_corpus(encoder: Encoder, corpus: Corpus, cache_dir: str | Path | None = None, *,
-                  shard_size: int = DEFAULT_SHARD_SIZE, batch_size: int | None = None,
-                  progress: bool = True) -> CorpusEmbeddings:
-    """Return the embeddings of ``corpus`` under ``encoder``, encoding only what the cache lacks.
-
-    ``cache_dir`` is the cache root (see :func:`cache_root`); entries live under
-    ``<root>/embeddings/``.  Texts are ``corpus.passages()`` (title + " " + text).
-    """
-    if getattr(encoder, "kind", "dense") != "dense":
-        raise ConfigError(f"the embedding cache holds dense vectors; encoder kind is {encoder.kind!r}")
+def open_entry(encoder: Encoder, corpus: Corpus, cache_dir: str | Path | None, *, kind: str, folder: str,
+               shard_size: int, fields: dict[str, Any],
+               shard_fields: Callable[[int], dict[str, Any]] = lambda i: {}) -> tuple[Path, dict[str, Any]]:
+    """The cache entry of ``corpus`` under ``encoder`` in ``<root>/<folder>/<key>`` and its metadata: read
+    back when it matches its key (else rebuilt), or created with the shard layout, ``fields`` (what the
+    representation records, e.g. ``dim``) and per-shard ``shard_fields``.  Shared by the dense and the
+    sparse caches so both key and validate entries the same way."""
+    if getattr(encoder, "kind", "dense") != kind:
+        holds = "dense vectors" if kind == "dense" else "term weights"
+        raise ConfigError(f"the {folder} cache holds {holds}; encoder kind is {getattr(encoder, 'kind', None)!r}")
     if isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1:
         raise ConfigError(f"shard_size must be a positive integer, got {shard_size!r}")
     n = len(corpus)
@@ -155,23 +155,35 @@ def encode_corpus(encoder: Encoder, corpus: Corpus, cache_dir: str | Path | None
     identity = encoder.identity()
     corpus_hash = corpus.content_hash()
     key = embedding_key(identity, corpus_hash)
-    entry = cache_root(cache_dir) / "embeddings" / key
-
+    entry = cache_root(cache_dir) / folder / key
     meta = _read_meta(entry)
     if meta is not None and (meta.get("format") != FORMAT_VERSION or meta.get("corpus_hash") != corpus_hash
                              or meta.get("num_docs") != n or not meta.get("shards")):
-        log.warning("embedding cache entry %s does not match its key; rebuilding it", entry)
+        log.warning("%s cache entry %s does not match its key; rebuilding it", kind, entry)
         shutil.rmtree(entry, ignore_errors=True)
         meta = None
     if meta is None:
         layout = [(start, min(shard_size, n - start)) for start in range(0, n, shard_size)]
         meta = {"format": FORMAT_VERSION, "key": key, "identity": identity, "corpus_hash": corpus_hash,
-                "passage_format": PASSAGE_FORMAT, "num_docs": n, "dim": None, "dtype": "float32",
-                "shard_size": shard_size,
-                "shards": [{"file": _shard_file(i), "start": s, "count": c} for i, (s, c) in enumerate(layout)],
+                "passage_format": PASSAGE_FORMAT, "num_docs": n, **fields, "shard_size": shard_size,
+                "shards": [{**shard_fields(i), "start": s, "count": c} for i, (s, c) in enumerate(layout)],
                 "complete": False, "encode_seconds": 0.0}
         entry.mkdir(parents=True, exist_ok=True)
         atomic_write_json(entry / META_FILE, meta)
+    return entry, meta
+
+
+def encode_corpus(encoder: Encoder, corpus: Corpus, cache_dir: str | Path | None = None, *,
+                  shard_size: int = DEFAULT_SHARD_SIZE, batch_size: int | None = None,
+                  progress: bool = True) -> CorpusEmbeddings:
+    """Return the embeddings of ``corpus`` under ``encoder``, encoding only what the cache lacks.
+
+    ``cache_dir`` is the cache root (see :func:`cache_root`); entries live under
+    ``<root>/embeddings/``.  Texts are ``corpus.passages()`` (title + " " + text).
+    """
+    entry, meta = open_entry(encoder, corpus, cache_dir, kind="dense", folder="embeddings", shard_size=shard_size,
+                             fields={"dim": None, "dtype": "float32"}, shard_fields=lambda i: {"file": _shard_file(i)})
+    n = len(corpus)
     layout = [(int(s["start"]), int(s["count"])) for s in meta["shards"]]
     dim: int | None = meta.get("dim")
 
@@ -206,5 +218,5 @@ def encode_corpus(encoder: Encoder, corpus: Corpus, cache_dir: str | Path | None
     if not meta.get("complete"):
         meta["complete"] = True
         atomic_write_json(entry / META_FILE, meta)
-    return CorpusEmbeddings(path=entry, key=key, doc_ids=list(corpus.ids), dim=dim, layout=layout,
-                            identity=identity, encoded_shards=len(missing), encode_seconds=elapsed)
+    return CorpusEmbeddings(path=entry, key=meta["key"], doc_ids=list(corpus.ids), dim=dim, layout=layout,
+                            identity=meta["identity"], encoded_shards=len(missing), encode_seconds=elapsed)

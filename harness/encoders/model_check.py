@@ -39,6 +39,7 @@ from harness.encoders.refs import (
 )
 from harness.encoders.settings import read_encoder_config
 from harness.errors import ConfigError, HarnessError, InputError
+from harness.io.readers import read_json_object
 
 SYNTHETIC_PREFIX = "synthetic:"
 LEXICAL_MODELS = ("bm25",)
@@ -126,7 +127,7 @@ def check_folder(folder: Path) -> None:
     if not config.is_file():
         raise InputError(folder, "no config.json: not a transformers model folder; save the model with "
                                  "save_pretrained() or pass the folder that holds config.json")
-    _read_json(config)
+    read_json_object(config, "model config", "fix or re-save the model")
     check_weights(folder)
     if not has_tokenizer(folder):
         raise InputError(folder, "no tokenizer files (tokenizer.json, vocab.txt, vocab.json or a sentencepiece "
@@ -136,7 +137,7 @@ def check_folder(folder: Path) -> None:
 
 
 def _check_adapter(folder: Path) -> None:
-    cfg = _read_json(folder / ADAPTER_CONFIG)
+    cfg = read_json_object(folder / ADAPTER_CONFIG, "adapter config", "fix or re-save the adapter")
     base = cfg.get("base_model_name_or_path")
     if not isinstance(base, str) or not base:
         raise InputError(folder / ADAPTER_CONFIG, "missing 'base_model_name_or_path' (the model the adapter "
@@ -154,19 +155,6 @@ def _check_adapter(folder: Path) -> None:
         raise InputError(folder / ADAPTER_CONFIG, f"base model {base!r} of this adapter: {exc}") from None
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"invalid JSON ({exc.msg}, column {exc.colno}); fix or re-save the file",
-                         exc.lineno) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(path, f"cannot read the file ({exc}); check its permissions or re-save it") from None
-    if not isinstance(data, dict):
-        raise InputError(path, f"expected a JSON object, got {type(data).__name__}; re-save the file")
-    return data
-
-
 def check_weights(folder: Path) -> None:
     """At least one weight file; every shard named by an index exists; safetensors headers are intact."""
     files = sorted({f for pattern in WEIGHT_PATTERNS for f in folder.glob(pattern) if f.is_file()})
@@ -174,7 +162,7 @@ def check_weights(folder: Path) -> None:
     for index_name in WEIGHT_INDEXES:
         index = folder / index_name
         if index.is_file():
-            weight_map = _read_json(index).get("weight_map")
+            weight_map = read_json_object(index, "weight index", "re-save the model").get("weight_map")
             if not isinstance(weight_map, dict):
                 raise InputError(index, "no 'weight_map' object; re-save the model")
             for shard in sorted(set(map(str, weight_map.values()))):

@@ -12,14 +12,13 @@ it imports none of them, so the three never import each other in a circle.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from harness.errors import ConfigError, InputError
+from harness.errors import ConfigError
+from harness.io.readers import read_json_object
 
 # A training run's workdir holds the trained model in this sub-folder (harness.train.trainer.FINAL_DIR).
 RUN_MODEL_DIR = "final"
@@ -100,26 +99,12 @@ def is_run_dir(folder: Path) -> bool:
         and not (folder / "config.json").exists()
 
 
-def _read_json_object(path: Path) -> dict[str, Any]:
-    """A sentence-transformers JSON file; a broken one is an InputError naming its line."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"invalid JSON ({exc.msg}, column {exc.colno}); fix or re-save the file",
-                         exc.lineno) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(path, f"cannot read the file ({exc}); check its permissions or re-save it") from None
-    if not isinstance(data, dict):
-        raise InputError(path, f"expected a JSON object, got {type(data).__name__}; re-save the file")
-    return data
-
-
 def _defaults_from_sentence_transformers(path: Path) -> ModelDefaults:
     """Read pooling/normalisation from a sentence-transformers folder, if it is one."""
     pooling_cfg = path / "1_Pooling" / "config.json"
     if not pooling_cfg.exists():
         return ModelDefaults()
-    cfg = _read_json_object(pooling_cfg)
+    cfg = read_json_object(pooling_cfg, "pooling config", "fix or re-save the file")
     pooling = "mean" if cfg.get("pooling_mode_mean_tokens") else "cls" if cfg.get("pooling_mode_cls_token") else \
         "last" if cfg.get("pooling_mode_lasttoken") else "mean"
     normalize = (path / "2_Normalize").exists() or "Normalize" in (path / "modules.json").read_text() \
@@ -127,7 +112,8 @@ def _defaults_from_sentence_transformers(path: Path) -> ModelDefaults:
     max_length = 512
     st_cfg = path / "sentence_bert_config.json"
     if st_cfg.exists():
-        max_length = int(_read_json_object(st_cfg).get("max_seq_length", 512))
+        st = read_json_object(st_cfg, "sentence-transformers config", "fix or re-save the file")
+        max_length = int(st.get("max_seq_length", 512))
     return ModelDefaults(pooling=pooling, normalize=normalize, max_length=max_length)
 
 

@@ -13,9 +13,7 @@ the missing shards and the stored layout.
 """
 from __future__ import annotations
 
-import json
 import logging
-import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,15 +24,13 @@ import numpy as np
 
 from harness.data.beir import Corpus
 from harness.encoders.base import Encoder
-from harness.encoders.cache import DEFAULT_SHARD_SIZE, PASSAGE_FORMAT, cache_root, embedding_key
+from harness.encoders.cache import DEFAULT_SHARD_SIZE, META_FILE, open_entry
 from harness.encoders.sparse_vectors import SparseVectors
 from harness.errors import ConfigError
 from harness.io import atomic_write, atomic_write_json
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
-META_FILE = "meta.json"
 PARTS = ("indices", "data", "indptr")      # written in this order: indptr last marks the shard
 
 
@@ -78,15 +74,6 @@ class CorpusSparse:
         return sum(f.stat().st_size for f in self.path.glob("shard-*.npy"))
 
 
-def _read_meta(entry: Path) -> dict[str, Any] | None:
-    """The entry's meta.json, or None when missing or unreadable (the entry is then rebuilt)."""
-    try:
-        meta = json.loads((entry / META_FILE).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return meta if isinstance(meta, dict) else None
-
-
 def _shard_is_valid(entry: Path, index: int, count: int, vocab_size: int | None) -> bool:
     try:
         arrays = {p: np.load(entry / _shard_file(index, p), mmap_mode="r") for p in PARTS}
@@ -111,31 +98,8 @@ def encode_corpus_sparse(encoder: Encoder, corpus: Corpus, cache_dir: str | Path
                          shard_size: int = DEFAULT_SHARD_SIZE, batch_size: int | None = None,
                          progress: bool = True) -> CorpusSparse:
     """Return the term weights of ``corpus`` under the sparse ``encoder``, encoding only what the cache lacks."""
-    if getattr(encoder, "kind", "dense") != "sparse":
-        raise ConfigError(f"the sparse cache holds term weights; encoder kind is {getattr(encoder, 'kind', None)!r}")
-    if isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1:
-        raise ConfigError(f"shard_size must be a positive integer, got {shard_size!r}")
-    n = len(corpus)
-    if n == 0:
-        raise ConfigError("cannot encode an empty corpus")
-    identity = encoder.identity()
-    corpus_hash = corpus.content_hash()
-    key = embedding_key(identity, corpus_hash)
-    entry = cache_root(cache_dir) / "sparse" / key
-
-    meta = _read_meta(entry)
-    if meta is not None and (meta.get("format") != FORMAT_VERSION or meta.get("corpus_hash") != corpus_hash
-                             or meta.get("num_docs") != n or not meta.get("shards")):
-        log.warning("sparse cache entry %s does not match its key; rebuilding it", entry)
-        shutil.rmtree(entry, ignore_errors=True)
-        meta = None
-    if meta is None:
-        layout = [(start, min(shard_size, n - start)) for start in range(0, n, shard_size)]
-        meta = {"format": FORMAT_VERSION, "key": key, "identity": identity, "corpus_hash": corpus_hash,
-                "passage_format": PASSAGE_FORMAT, "num_docs": n, "vocab_size": None, "shard_size": shard_size,
-                "shards": [{"start": s, "count": c} for s, c in layout], "complete": False, "encode_seconds": 0.0}
-        entry.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(entry / META_FILE, meta)
+    entry, meta = open_entry(encoder, corpus, cache_dir, kind="sparse", folder="sparse", shard_size=shard_size,
+                             fields={"vocab_size": None})
     layout = [(int(s["start"]), int(s["count"])) for s in meta["shards"]]
     vocab_size: int | None = meta.get("vocab_size")
     # Without a recorded vocab_size (a kill between a shard and its meta) every shard is encoded again.
@@ -168,5 +132,5 @@ def encode_corpus_sparse(encoder: Encoder, corpus: Corpus, cache_dir: str | Path
         meta["complete"] = True
         atomic_write_json(entry / META_FILE, meta)
     assert vocab_size is not None   # recorded, or set by the encoding loop above
-    return CorpusSparse(path=entry, key=key, doc_ids=list(corpus.ids), vocab_size=int(vocab_size), layout=layout,
-                        identity=identity, encoded_shards=len(missing), encode_seconds=elapsed)
+    return CorpusSparse(path=entry, key=meta["key"], doc_ids=list(corpus.ids), vocab_size=int(vocab_size),
+                        layout=layout, identity=meta["identity"], encoded_shards=len(missing), encode_seconds=elapsed)

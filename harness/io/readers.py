@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import json
 import math
 import re
 import zlib
 from collections.abc import Iterator
 from io import BufferedReader
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from harness.errors import InputError
 from harness.io.files import open_text
@@ -275,3 +276,23 @@ def refuse_unicode_whitespace(text: str, path: str | Path | None, line: int | No
     column = at - (text.rfind("\n", 0, at) + 1) + 1
     raise InputError(path, f"contains the whitespace character U+{ord(text[at]):04X} at column {column}; "
                            "trec_eval would keep it inside a field while Python tools split there", line)
+
+
+def read_json_object(path: str | Path, what: str = "file", hint: str = "") -> dict[str, Any]:
+    """A JSON file that must hold an object (manifests, model configs, suite summaries); a missing file,
+    bad UTF-8, malformed JSON (with its line) or another JSON type is an InputError.  ``hint`` ends the
+    message with the likely fix (e.g. "re-save the model")."""
+    return read_json_object_text(path, what, hint)[0]
+
+
+def read_json_object_text(path: str | Path, what: str = "file", hint: str = "") -> tuple[dict[str, Any], str]:
+    """:func:`read_json_object` and the text it was parsed from (to find the line of a bad entry)."""
+    text = read_input_text(path, what)
+    tail = f"; {hint}" if hint else ""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"malformed JSON ({exc.msg}, column {exc.colno}){tail}", exc.lineno) from None
+    if not isinstance(data, dict):
+        raise InputError(path, f"expected a JSON object, got {type(data).__name__}{tail}", 1)
+    return data, text

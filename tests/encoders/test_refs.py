@@ -50,7 +50,7 @@ def test_a_broken_sentence_transformers_file_names_file_and_line(tmp_path, name,
     with pytest.raises(InputError) as info:
         resolve_model(str(folder))
     assert info.value.path == str(folder / name) and info.value.line == line
-    assert "invalid JSON" in info.value.problem
+    assert "malformed JSON" in info.value.problem and "re-save" in info.value.problem
 
 
 def test_backbone_re_exports_the_references():

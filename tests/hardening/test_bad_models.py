@@ -136,7 +136,7 @@ def test_invalid_config_json(good_model, dataset, tmp_path, env, capsys):
     lines = config.read_text().splitlines()
     lines[3] = lines[3] + " oops"   # a stray word on line 4
     config.write_text("\n".join(lines) + "\n")
-    assert_refused(model, dataset, tmp_path, capsys, f"{config}:4", "invalid JSON")
+    assert_refused(model, dataset, tmp_path, capsys, f"{config}:4", "malformed JSON")
 
 
 def test_config_json_that_is_not_an_object(good_model, dataset, tmp_path, env, capsys):

@@ -15,13 +15,8 @@ from harness.method import Method
 from harness.train.context import TrainContext
 from harness.train.logs import read_log
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Tiny models train fastest on one thread (the shared fixture in tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_span_pair_loss_oracle_c1_and_no_self_pairs():

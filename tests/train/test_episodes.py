@@ -13,13 +13,8 @@ from harness.train.batching import build_batch, tokenize_batch
 from harness.train.episodes import encode_texts
 from harness.train.logs import read_log
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Tiny models train fastest on one thread (the shared fixture in tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class Miner(Method):

@@ -15,13 +15,8 @@ from harness.errors import ConfigError
 from harness.method import Method
 from harness.train.heads import DenseHead, SparseHead, splade_pool
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Tiny models train fastest on one thread (the shared fixture in tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -13,13 +13,8 @@ from trainutil import grads, load_tiny, make_data, plain_step, step_context
 from harness.train.logs import read_log
 from harness.train.losses import candidate_info_nce
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Tiny models train fastest on one thread (the shared fixture in tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_debiased_loss_oracles():
