@@ -19,9 +19,17 @@ ignores the ``data`` it is given: its training data *is* the corpora.  Options:
 
 * ``corpora``: list of corpus folders/files (required);
 * ``span_tokens`` (30), ``early_close`` (0.1): the released chunking rule;
-* ``span_max_length`` (128): tokens per span view;
-* ``dropout`` (False): the released code runs the backbone in eval mode (``self.lm.eval()``),
-  so dropout is off by default; True turns the model's dropout on.
+* ``span_max_length`` (128): tokens per span view.
+
+Dropout is the spec's ``dropout`` field (one switch for every method), False in COCO's presets:
+the released code runs the backbone in eval mode (``self.lm.eval()``).  Off is implemented as
+train mode with every dropout probability set to 0, not as ``eval()`` (what the trainer does
+for other methods): HF models skip gradient checkpointing in eval mode
+(``GradientCheckpointingLayer``), and COCO's paper batches (~2048 spans) need it.  For BERT-like
+backbones the two give the same numbers (dropout is their only train/eval difference).
+
+The corpora are data named in the options: keys (``TrainSpec.result_dict``) carry each corpus
+file's content digest instead of its path, so the same corpus at another path reuses the run.
 
 Not here (BERT-specific, optional in the spec): the Condenser-head and late MLM terms.
 """
@@ -87,7 +95,7 @@ def coco_loss(span_a: torch.Tensor, span_b: torch.Tensor) -> torch.Tensor:
 # documents mixed across corpora (weights proportional to corpus sizes), no hard negatives.
 _COCO = {"pooling": "cls", "similarity": "dot", "temperature": 1.0, "normalize": False, "n_hard_negatives": 0,
          "in_batch_negatives": True, "cross_batch_negatives": True, "sampling": "mixed",
-         "use_instructions": False, "append_eos": False}
+         "use_instructions": False, "append_eos": False, "dropout": False}
 # paper: BERT-base (coCondenser init), 8 epochs at lr 1e-4, 128 tokens, ~2048 spans per batch, warmup 10%,
 # linear decay, weight decay 0.01, fp16 (the epochs are a step count for a given corpus: set ``steps``).
 _COCO_PAPER = {**_PAPER, **_COCO, "model": "Luyu/co-condenser-marco", "lr": 1e-4, "batch_size": 2048,
@@ -105,8 +113,7 @@ class Coco(Method):
 
     description = "COCO: contrastive span-pair pretraining on target corpora (COCO-DR, paper 001)"
     presets = {"tiny": _COCO_TINY, "small": _COCO_SMALL, "paper": _COCO_PAPER}
-    default_options = {"corpora": [], "span_tokens": 30, "early_close": 0.1, "span_max_length": 128,
-                       "dropout": False}
+    default_options = {"corpora": [], "span_tokens": 30, "early_close": 0.1, "span_max_length": 128}
 
     def span_data(self, spec: TrainSpec) -> TrainingData:
         """The span sources of the corpora in ``spec.method_options`` (chunked with the model's tokenizer)."""
@@ -131,11 +138,10 @@ class Coco(Method):
         return sizes / sizes.sum()
 
     def configure(self, ctx: TrainContext) -> None:
-        # The backbone loads in eval mode; make the choice explicit either way.  Dropout off sets every
-        # dropout probability to 0 rather than calling eval(): HF skips gradient checkpointing in eval mode.
-        if ctx.options["dropout"]:
+        # spec.dropout False: train mode with zero dropout probabilities instead of the trainer's eval mode,
+        # because HF skips gradient checkpointing in eval mode (see the module docstring).
+        if not ctx.spec.dropout:
             ctx.model.train()
-        else:
             for module in ctx.model.modules():
                 if isinstance(module, torch.nn.Dropout):
                     module.p = 0.0

@@ -221,15 +221,43 @@ class TrainSpec:
 
 # Keys naming a model in a spec or in method options (tDRO's proxy/reference models and nested specs).
 MODEL_KEYS = ("model", "proxy_model", "reference_model")
+# Method options listing corpora a method reads itself (COCO's pretraining corpora): keyed by content.
+CORPUS_KEYS = ("corpora",)
 
 
 def _with_model_identities(value: Any) -> Any:
     if isinstance(value, Mapping):
-        return {k: (model_identity(v) if k in MODEL_KEYS and isinstance(v, str) else _with_model_identities(v))
-                for k, v in value.items()}
+        out: dict[Any, Any] = {}
+        for k, v in value.items():
+            if k in MODEL_KEYS and isinstance(v, str):
+                out[k] = model_identity(v)
+            elif k in CORPUS_KEYS and isinstance(v, (list, tuple)):
+                out[k] = [corpus_identity(c) if isinstance(c, str) else _with_model_identities(c) for c in v]
+            else:
+                out[k] = _with_model_identities(v)
+        return out
     if isinstance(value, (list, tuple)):
         return [_with_model_identities(v) for v in value]
     return value
+
+
+def corpus_identity(corpus: str) -> str:
+    """A local corpus (a BEIR-layout folder or its ``corpus.jsonl[.gz]``): ``corpus:<digest>`` of the corpus
+    file's bytes (remembered like model files), so keys follow the documents, not the path; a path that does
+    not exist (an unset placeholder in a dry run) stays as written.  A re-compressed ``.gz`` file of the same
+    documents gets another digest (its header holds a time): a new key, never a wrong shared one."""
+    path = Path(str(corpus)).expanduser()
+    try:
+        local = path.exists()
+    except OSError:
+        local = False
+    if not local:
+        return str(corpus)
+    from harness.data.beir import find_file
+    from harness.encoders.backbone import file_digest
+
+    file = path if path.is_file() else find_file(path, "corpus.jsonl")
+    return f"corpus:{file_digest(file)[:24]}"
 
 
 def model_identity(model: str) -> str:

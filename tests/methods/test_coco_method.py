@@ -91,10 +91,11 @@ def coco_context(world, data, rank=0, world_size=1, dropout=False, model_dir=Non
     from harness.train.model import build_model
 
     method = Coco()
-    spec = tiny_spec(world, dropout=dropout)
+    spec = tiny_spec(world).replace(dropout=dropout)
     if model_dir is not None:
         spec = spec.replace(model=model_dir)
     model, tok, enc = build_model(spec)
+    model.train(spec.dropout)                           # as the trainer does before configure
     ctx = TrainContext(spec=spec, data=data, model=model, tokenizer=tok, device=torch.device("cpu"),
                        options=method.resolve_options(dict(spec.method_options)), rank=rank, world_size=world_size,
                        encoding=enc)
@@ -132,16 +133,21 @@ def test_batches_hold_two_distinct_chunks_of_each_document_split_over_ranks(worl
     assert torch.allclose(losses, coco_losses(encoded["span_a"], encoded["span_b"]))
 
 
-def test_dropout_is_off_by_default_and_a_flag_turns_it_on(world, span_data, tmp_path):
+def test_dropout_is_off_by_default_and_the_spec_field_turns_it_on(world, span_data, tmp_path):
     from trainutil import make_tiny_bert
 
+    assert all(not Coco.spec(scale).dropout for scale in ("tiny", "small", "paper"))
     model_dir = str(make_tiny_bert(tmp_path / "bert", dropout=0.3))
     outputs = {}
     for dropout in (False, True):
         method, ctx = coco_context(world, span_data, dropout=dropout, model_dir=model_dir)
+        # Train mode either way: HF applies gradient checkpointing only to modules in training mode.
+        assert all(m.training for m in ctx.model.modules())
         feats = method.make_batch(EXAMPLES, ctx, 0).views["span_a"]
         outputs[dropout] = [ctx.model(**feats) for _ in range(2)]
     assert torch.equal(*outputs[False])                 # the released code: backbone without dropout
+    ctx.model.eval()
+    assert torch.equal(ctx.model(**feats), outputs[False][0])   # dropout p = 0 in train mode = eval mode
     assert not torch.allclose(*outputs[True])
     assert not torch.allclose(outputs[False][0], outputs[True][0])
 
