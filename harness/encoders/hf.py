@@ -30,8 +30,13 @@ from harness.encoders.backbone import ModelDefaults, model_fingerprint, resolve_
 from harness.encoders.base import Encoder
 from harness.encoders.fusion import fuse_linear_layers
 from harness.encoders.model_check import check_model, has_tokenizer, load_errors
-from harness.encoders.pooling import pool
-from harness.encoders.settings import EncoderSettings, read_encoder_config, resolve_settings
+from harness.encoders.pooling import POOLING_MODES, pool
+from harness.encoders.settings import (
+    ENCODER_CONFIG_FILE,
+    EncoderSettings,
+    read_encoder_config,
+    resolve_settings,
+)
 from harness.errors import ConfigError, InputError
 
 log = logging.getLogger(__name__)
@@ -114,6 +119,14 @@ class HFEncoder(Encoder):
             "pooling": pooling, "normalize": normalize, "query_prompt": query_prompt, "doc_prompt": doc_prompt,
             "query_max_length": query_max_length, "doc_max_length": doc_max_length, "append_eos": append_eos,
         })
+        if self.settings.pooling not in POOLING_MODES:
+            # max/sum (settings.SPARSE_POOLING_MODES) mark term-weight models: harness.encoders.sparse encodes them.
+            problem = (f"unknown pooling {self.settings.pooling!r} for a dense encoder (choose one of "
+                       f"{', '.join(POOLING_MODES)}); max and sum are term aggregations of sparse (SPLADE) models, "
+                       "which the sparse encoder loads")
+            if pooling is None and folder is not None:
+                raise InputError(folder / ENCODER_CONFIG_FILE, problem)
+            raise ConfigError(problem)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
         self.batch_size = batch_size

@@ -101,6 +101,11 @@ def is_run_dir(folder: Path) -> bool:
 
 def _defaults_from_sentence_transformers(path: Path) -> ModelDefaults:
     """Read pooling/normalisation from a sentence-transformers folder, if it is one."""
+    splade_cfg = path / "1_SpladePooling" / "config.json"
+    if splade_cfg.exists():   # a sentence-transformers SparseEncoder: MLM transformer + SpladePooling
+        cfg = read_json_object(splade_cfg, "SpladePooling config", "fix or re-save the file")
+        return ModelDefaults(pooling=str(cfg.get("pooling_strategy", "max")), max_length=_st_max_length(path),
+                             representation="sparse")
     pooling_cfg = path / "1_Pooling" / "config.json"
     if not pooling_cfg.exists():
         return ModelDefaults()
@@ -109,12 +114,15 @@ def _defaults_from_sentence_transformers(path: Path) -> ModelDefaults:
         "last" if cfg.get("pooling_mode_lasttoken") else "mean"
     normalize = (path / "2_Normalize").exists() or "Normalize" in (path / "modules.json").read_text() \
         if (path / "modules.json").exists() else False
-    max_length = 512
+    return ModelDefaults(pooling=pooling, normalize=normalize, max_length=_st_max_length(path))
+
+
+def _st_max_length(path: Path) -> int:
     st_cfg = path / "sentence_bert_config.json"
-    if st_cfg.exists():
-        st = read_json_object(st_cfg, "sentence-transformers config", "fix or re-save the file")
-        max_length = int(st.get("max_seq_length", 512))
-    return ModelDefaults(pooling=pooling, normalize=normalize, max_length=max_length)
+    if not st_cfg.exists():
+        return 512
+    st = read_json_object(st_cfg, "sentence-transformers config", "fix or re-save the file")
+    return int(st.get("max_seq_length") or 512)
 
 
 # ---------------------------------------------------------------------------- the hub

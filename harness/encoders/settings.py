@@ -19,6 +19,9 @@ from harness.errors import ConfigError, InputError
 from harness.io import atomic_write_json
 
 ENCODER_CONFIG_FILE = "harness_encoder.json"
+# The term aggregations of sparse (SPLADE) models (harness.train.heads.AGGREGATIONS): a saved folder whose
+# pooling is one of them holds a term-weight model, evaluated by the sparse path (harness.encoders.sparse).
+SPARSE_POOLING_MODES = ("max", "sum")
 
 
 @dataclass(frozen=True)
@@ -34,8 +37,9 @@ class EncoderSettings:
     append_eos: bool = False
 
     def __post_init__(self) -> None:
-        if self.pooling not in POOLING_MODES:
-            raise ConfigError(f"unknown pooling {self.pooling!r}; choose one of {', '.join(POOLING_MODES)}")
+        if self.pooling not in POOLING_MODES + SPARSE_POOLING_MODES:
+            raise ConfigError(f"unknown pooling {self.pooling!r}; choose one of "
+                              f"{', '.join(POOLING_MODES + SPARSE_POOLING_MODES)}")
         for name in ("query_max_length", "doc_max_length"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 2:

@@ -26,8 +26,9 @@ from harness.encoders.backbone import model_fingerprint, resolve_model
 from harness.encoders.base import Encoder
 from harness.encoders.hf import _DTYPE_NAMES, _pad_right, resolve_device, resolve_dtype
 from harness.encoders.model_check import check_model, load_errors
+from harness.encoders.settings import read_encoder_config
 from harness.encoders.sparse_vectors import SparseVectors
-from harness.errors import ConfigError
+from harness.errors import ConfigError, InputError
 from harness.train.heads import AGGREGATIONS, splade_pool
 
 DEFAULT_TOKEN_BUDGET = 8192     # tokens per forward: bounds the (tokens x vocabulary) logits in memory
@@ -59,12 +60,17 @@ class SparseMLMEncoder(Encoder):
         self.model_name = model
         check_model(model)
         self.path, defaults = resolve_model(model)
-        self.pooling = pooling or (defaults.pooling if defaults.pooling in AGGREGATIONS else "max")
+        # A folder the trainer wrote (harness_encoder.json) encodes as it was trained: its aggregation,
+        # prompts and max lengths sit between the model defaults and explicit arguments.
+        saved = read_encoder_config(self.path) if Path(self.path).is_dir() else {}
+        default_pooling = saved.get("pooling", defaults.pooling)
+        self.pooling = pooling or (default_pooling if default_pooling in AGGREGATIONS else "max")
         if self.pooling not in AGGREGATIONS:
             raise ConfigError(f"unknown sparse pooling {self.pooling!r}; choose one of {', '.join(AGGREGATIONS)}")
-        self.query_prompt, self.doc_prompt = query_prompt or "", doc_prompt or ""
-        self.query_max_length = query_max_length or defaults.max_length
-        self.doc_max_length = doc_max_length or defaults.max_length
+        self.query_prompt = query_prompt or saved.get("query_prompt", "")
+        self.doc_prompt = doc_prompt or saved.get("doc_prompt", "")
+        self.query_max_length = query_max_length or saved.get("query_max_length", defaults.max_length)
+        self.doc_max_length = doc_max_length or saved.get("doc_max_length", defaults.max_length)
         for name, value in (("query_max_length", self.query_max_length), ("doc_max_length", self.doc_max_length),
                             ("batch_size", batch_size), ("token_budget", token_budget)):
             _positive(name, value)
@@ -181,6 +187,11 @@ def is_sparse_model(name: str) -> bool:
         return False
     if defaults.representation == "sparse":
         return True
+    try:   # a folder the trainer wrote for a sparse head records its term aggregation as the pooling
+        if Path(path).is_dir() and read_encoder_config(path).get("pooling") in AGGREGATIONS:
+            return True
+    except InputError:
+        return False
     modules = Path(path) / "modules.json"
     try:
         return modules.is_file() and "SpladePooling" in modules.read_text(encoding="utf-8")

@@ -41,6 +41,10 @@ class Head(nn.Module):
         """What ``training.json`` records about the head."""
         return {"type": type(self).__name__}
 
+    def saved_pooling(self) -> str | None:
+        """The ``pooling`` a saved model folder records for this head (None: the spec's dense pooling)."""
+        return None
+
 
 class DenseHead(Head):
     """Pooled last hidden states (``cls``/``mean``/``last``), L2-normalised if ``normalize``."""
@@ -95,6 +99,10 @@ class SparseHead(Head):
 
     def describe(self) -> dict[str, Any]:
         return {"type": "sparse", "aggregation": self.aggregation, "lm": self.lm}
+
+    def saved_pooling(self) -> str | None:
+        # max/sum in harness_encoder.json mark the folder as a term-weight model for evaluation.
+        return self.aggregation
 
 
 def load_backbone_for(name: str, head: Head):

@@ -79,6 +79,9 @@ def build_model(spec: TrainSpec, model_name: str | None = None, trainable: bool 
     ``head`` (a method's representation head) decides the backbone class (e.g. with an
     MLM head for sparse weights); None is the dense pooling of the spec."""
     enc = resolved_encoding(spec if model_name is None else spec.replace(model=model_name))
+    if head is not None and head.saved_pooling() is not None:
+        # A sparse head: the saved folder records its term aggregation (unnormalised dot products).
+        enc = {**enc, "pooling": head.saved_pooling(), "normalize": False}
     name = model_name or spec.model
     backbone, tokenizer, _ = load_backbone(name) if head is None else load_backbone_for(name, head)
     if getattr(backbone.config, "use_cache", None):
