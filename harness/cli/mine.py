@@ -3,7 +3,9 @@
 Reads a ``{"query","pos","neg"}`` jsonl file, retrieves the top ``--depth`` candidates per query
 from one or more retrievers (``--retriever minilm --retriever bm25 ...``; several are fused by
 ``--fusion``: mean of cosines, or rrf/combsum/combmnz/ranx:<method>:<norm> via ranx), removes the
-positives, selects at most ``--k`` negatives with ``--strategy`` and writes the mined rows to
+positives, optionally removes the candidates an LLM judge votes false negatives (``--judge``,
+``--filter-mode``; votes cached under the cache root), selects at most ``--k`` negatives with
+``--strategy`` and writes the mined rows to
 ``--out`` with ``<stem>.provenance.jsonl`` and ``<stem>.report.json`` beside it.  A killed run
 resumes where it stopped; the same inputs give byte-identical files.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 
 from harness.cli._types import non_negative_int, positive_int
 
@@ -24,7 +27,9 @@ def _fraction(text: str) -> float:
 
 
 def register(subparsers) -> None:
+    from methods.mining.judge_spec import JUDGE_SPECS
     from methods.mining.selection import STRATEGIES
+    from methods.mining.votes import FILTER_MODES
 
     p = subparsers.add_parser("mine", help="mine hard negatives for training rows",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -45,6 +50,17 @@ def register(subparsers) -> None:
     p.add_argument("--percent", type=_fraction, default=0.9, help="perc_pos: fraction p in (0, 1] (default 0.9)")
     p.add_argument("--pos-agg", default="min", choices=("min", "max"), help="several positives: min or max score")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the random rank window")
+    p.add_argument("--judge", default="none", metavar="SPEC",
+                   help=f"false-negative judge: {JUDGE_SPECS} (default none)")
+    p.add_argument("--filter-mode", default="keep_zero", choices=tuple(FILTER_MODES),
+                   help="keep_zero: keep only candidates voted 0 (released code, default); "
+                        "drop_two: drop only those voted 2 (paper)")
+    p.add_argument("--judge-mode", choices=("generate", "score"),
+                   help="transformers judge: sample text (default) or score the next token over 0/1/2")
+    p.add_argument("--judge-batch-size", type=positive_int, default=16, help="triples per judge call batch")
+    p.add_argument("--judge-max-tokens", type=positive_int, help="tokens a judge may answer with (default 8)")
+    p.add_argument("--judge-rate", type=_fraction, help="openai judge: at most this many requests per second")
+    p.add_argument("--judge-workers", type=positive_int, help="openai judge: parallel requests (default 4)")
     p.add_argument("--chunk-size", type=positive_int, default=2048, help="queries searched at a time")
     p.add_argument("--batch-size", type=positive_int, help="encoder batch size")
     p.add_argument("--cache-dir", help="cache root (default $HARNESS_CACHE or ~/.cache/retrieval-harness)")
@@ -71,13 +87,22 @@ def run(args) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from harness.data.beir import read_corpus
     from harness.data.training import read_training_rows
+    from harness.encoders.cache import cache_root
     from harness.retrieval.pool import CandidatePool
+    from methods.mining.judge_cache import VoteCache
+    from methods.mining.judge_filter import JudgeFilter
+    from methods.mining.judge_spec import make_judge
     from methods.mining.rows import MiningSettings, mine_rows
 
     settings = MiningSettings(strategy=args.strategy, k=args.k, shift=args.shift, window=args.window,
                               threshold=args.threshold, margin=args.margin, percent=args.percent,
                               pos_agg=args.pos_agg, seed=args.seed)
     rows = read_training_rows(args.data)
+    judge = make_judge(args.judge, mode=args.judge_mode, max_new_tokens=args.judge_max_tokens,
+                       max_tokens=args.judge_max_tokens, batch_size=args.judge_batch_size, rate=args.judge_rate,
+                       workers=args.judge_workers)
+    flt = None if judge is None else JudgeFilter(judge, args.filter_mode, VoteCache(cache_root(args.cache_dir)),
+                                                 batch_size=args.judge_batch_size)
     corpus = read_corpus(args.corpus) if args.corpus else None
     sources = _sources(args.retriever or ["minilm"], args.language)
 
@@ -86,6 +111,9 @@ def run(args) -> int:
                              chunk_size=args.chunk_size, batch_size=args.batch_size, progress=False)
 
     report = mine_rows(rows, factory, args.out, settings, corpus=corpus, progress=not args.no_progress,
-                       overwrite=args.overwrite)
+                       overwrite=args.overwrite, judge_filter=flt)
     print(json.dumps(report["report"], indent=2))
+    message = report["report"].get("filter", {}).get("message")
+    if message:
+        print(f"warning: {message}", file=sys.stderr)
     return 0

@@ -228,6 +228,9 @@ def judge_triples(judge: Judge, triples: Sequence[Triple], *, seed: int = 0,
             else:
                 votes[(t, s_idx)] = int(hit["label"])
                 stats.cached += 1
+                if votes[(t, s_idx)] == FAILED:     # a stored reply without a label: reported again
+                    stats.unlabelled += 1
+                    stats.note(f"judge reply without a label 0/1/2 (recorded as -1): {_clip(hit.get('reply'))!r}")
         for start in range(0, len(todo), batch_size):
             batch = todo[start:start + batch_size]
             replies = judge.replies(batch, sampling, [vote_seed(seed, s_idx, t) for t in batch])

@@ -11,7 +11,12 @@ Outputs, next to ``out`` (a ``.jsonl`` file ``harness train --data`` reads):
 * ``<stem>.provenance.jsonl``: per row, each negative's document id, rank, fused score and per-source
   scores, the positive scores, the threshold and what each rule removed;
 * ``<stem>.report.json``: the configuration and the mining report (candidates per query, share
-  removed by each rule, pool fill, under-full pools).
+  removed by each rule, pool fill, under-full pools; with a judge, the filter's section: labels,
+  share removed, -1 votes with example messages).
+
+With a false-negative judge (``judge_filter``), the candidates are judged before the selection
+takes its pool (``judge_filter.py``); the provenance holds every vote and the vote cache makes a
+rerun or a resumed run ask the judge nothing it already answered.
 
 Work is stored per candidate chunk in ``.<name>.parts/`` (atomic files), so a killed run resumes
 with the chunks it lacks; the final files are written atomically and the parts removed.  The same
@@ -35,9 +40,11 @@ from harness.data.training import TrainingRow
 from harness.errors import ConfigError
 from harness.io import atomic_write, atomic_write_json
 from harness.retrieval.pool import CandidatePool
-from methods.mining.selection import POSITIVE_RELATIVE, STRATEGIES, select
+from methods.mining.judge import JudgeStats
+from methods.mining.judge_filter import JudgeFilter, RowJudgement, filter_report, filter_stats, judge_rows, judge_set
+from methods.mining.selection import POSITIVE_RELATIVE, STRATEGIES, positive_threshold, select
 
-RULES = ("positive", "shift", "window", "threshold", "pool_size")
+RULES = ("positive", "judge", "shift", "window", "threshold", "pool_size")
 PARTS_CONFIG = "config.json"
 
 
@@ -101,30 +108,63 @@ def _float(x: float) -> float | None:
     return None if np.isnan(x) else round(float(x), 7)
 
 
-def _mine_chunk(chunk, rows, corpus_text, pool, settings, source_names) -> tuple[list[str], list[str], list[dict]]:
+def _bound(settings: MiningSettings, pos_scores: np.ndarray) -> float | None:
+    if settings.strategy == "abs":
+        return settings.threshold
+    if settings.strategy in POSITIVE_RELATIVE:
+        return positive_threshold(pos_scores, settings.strategy, margin=settings.margin, percent=settings.percent,
+                                  pos_agg=settings.pos_agg)
+    return None
+
+
+def _mine_chunk(chunk, rows, corpus_text, pool, settings, source_names,
+                flt: JudgeFilter | None = None) -> tuple[list[str], list[str], list[dict], dict]:
     idx = [int(q[3:]) for q in chunk.query_ids]
     need_pos = settings.strategy in POSITIVE_RELATIVE or pool.scores_are_cosines
     pos_scores = pool.pair_scores(Queries([f"row{i}" for i in idx], [rows[i].query for i in idx]),
                                   [rows[i].pos for i in idx]) if need_pos else [np.zeros(0)] * len(idx)
+    pools = [chunk.pool(j) for j in range(len(idx))]
+    judged: list[RowJudgement | None] = [None] * len(idx)
+    jstats = JudgeStats()
+    if flt is not None:     # the false-negative filter: one batched judging pass over the chunk
+        texts = [[corpus_text[str(d)] for d in docs] for docs, _, _ in pools]
+        to_judge = [judge_set(np.asarray(sc, np.float64), _bound(settings, pos_scores[j]))
+                    for j, (_, sc, _) in enumerate(pools)]
+        judged[:], jstats = judge_rows(flt, [rows[i].query for i in idx], [rows[i].pos for i in idx], texts,
+                                       to_judge, idx, settings.seed)
     out_rows, prov_rows, stats = [], [], []
     for j, i in enumerate(idx):
-        docs, scores, src = chunk.pool(j)
-        sel = select(scores, pos_scores[j], settings.strategy, settings.k, shift=settings.shift,
+        docs, scores, src = pools[j]
+        rj = judged[j]
+        keep = [r for r in range(len(docs)) if rj is None or r not in rj.dropped]
+        sel = select(np.asarray(scores)[keep], pos_scores[j], settings.strategy, settings.k, shift=settings.shift,
                      threshold=settings.threshold, margin=settings.margin, percent=settings.percent,
                      pos_agg=settings.pos_agg, window=settings.window, seed=_row_seed(settings.seed, i, rows[i].query))
-        negatives = [corpus_text[str(docs[r])] for r in sel.indices]
+        picked = [keep[t] for t in sel.indices]
+        negatives = [corpus_text[str(docs[r])] for r in picked]
         out_rows.append(_row_json(rows[i], negatives))
+        votes: dict[int, tuple[list[int], int]] = {}
+        if rj is not None:
+            votes = {r: (v, lab) for r, v, lab in zip(rj.judged, rj.votes, rj.labels)}
+        removed = {**sel.removed, **({"judge": len(rj.dropped)} if rj is not None else {})}
         prov = {"row": i, "line": rows[i].meta.get("line"), "candidates": len(docs),
                 "positives_removed": int(chunk.positives_removed[j]),
                 "positive_scores": [_float(s) for s in pos_scores[j]],
-                "threshold": None if sel.threshold is None else _float(sel.threshold), "removed": sel.removed,
+                "threshold": None if sel.threshold is None else _float(sel.threshold), "removed": removed,
                 "negatives": [{"doc_id": str(docs[r]), "rank": int(r) + 1, "score": _float(scores[r]),
-                               "scores": dict(zip(source_names, (_float(v) for v in src[r])))}
-                              for r in sel.indices]}
+                               "scores": dict(zip(source_names, (_float(v) for v in src[r]))),
+                               **({"votes": votes[r][0], "label": votes[r][1]} if r in votes else {})}
+                              for r in picked]}
+        if rj is not None:   # every vote, kept or not
+            prov["judge"] = {"positive": rj.positive,
+                             "judged": [{"doc_id": str(docs[r]), "rank": int(r) + 1, "votes": v, "label": lab,
+                                         "kept": r not in rj.dropped}
+                                        for r, v, lab in zip(rj.judged, rj.votes, rj.labels)]}
         prov_rows.append(json.dumps(prov, ensure_ascii=False))
         stats.append({"candidates": len(docs), "positive": int(chunk.positives_removed[j]),
-                      "pool": len(sel.indices), **sel.removed})
-    return out_rows, prov_rows, stats
+                      "pool": len(picked), **removed, **(filter_stats(rj) if rj is not None else {})})
+    run = {"unlabelled": jstats.unlabelled, "failed_calls": jstats.failed_calls, "problems": jstats.problems}
+    return out_rows, prov_rows, stats, run
 
 
 def _report(stats: list[dict], settings: MiningSettings) -> dict[str, Any]:
@@ -149,9 +189,10 @@ def _report(stats: list[dict], settings: MiningSettings) -> dict[str, Any]:
 
 def mine_rows(rows: Sequence[TrainingRow], pool_factory: Callable[[Corpus], CandidatePool], out: str | Path,
               settings: MiningSettings, *, corpus: Corpus | None = None, progress: bool = False,
-              overwrite: bool = False) -> dict[str, Any]:
+              overwrite: bool = False, judge_filter: JudgeFilter | None = None) -> dict[str, Any]:
     """Mine negatives for ``rows`` and write ``out`` with its provenance and report (see the module doc).
-    ``pool_factory`` builds the candidate pool for the corpus searched.  Returns the report."""
+    ``pool_factory`` builds the candidate pool for the corpus searched; ``judge_filter`` removes the
+    candidates an LLM judge votes false negatives (METHODS.md 5.3).  Returns the report."""
     out = Path(out)
     prov_path, report_path = out.with_name(out.stem + ".provenance.jsonl"), out.with_name(out.stem + ".report.json")
     if not overwrite:
@@ -166,7 +207,8 @@ def mine_rows(rows: Sequence[TrainingRow], pool_factory: Callable[[Corpus], Cand
     queries = Queries([f"row{i}" for i in range(len(rows))], [r.query for r in rows])
     positives = _positives(rows, corpus)
     config = {"format": 1, "pool": pool.config(), "corpus": corpus.content_hash(), "queries": queries.content_hash(),
-              "positives": pool.key(queries, positives), "selection": asdict(settings)}
+              "positives": pool.key(queries, positives), "selection": asdict(settings),
+              **({"filter": judge_filter.config()} if judge_filter is not None else {})}
     parts = out.with_name(f".{out.name}.parts")
     if (parts / PARTS_CONFIG).is_file():
         if json.loads((parts / PARTS_CONFIG).read_text(encoding="utf-8")) != config:
@@ -178,20 +220,27 @@ def mine_rows(rows: Sequence[TrainingRow], pool_factory: Callable[[Corpus], Cand
 
     bar = tqdm(total=len(rows), unit="query", desc="mining", disable=not progress)
     all_stats: list[dict] = []
+    judge_stats = JudgeStats()
     chunk_no = 0
     for chunk in pool.chunks(queries, positives):
         done = parts / f"part-{chunk_no:05d}.json"
         if done.is_file():
             part = json.loads(done.read_text(encoding="utf-8"))
         else:
-            mined, prov, stats = _mine_chunk(chunk, rows, corpus_text, pool, settings, names)
-            part = {"rows": mined, "provenance": prov, "stats": stats}
+            mined, prov, stats, judging = _mine_chunk(chunk, rows, corpus_text, pool, settings, names, judge_filter)
+            part = {"rows": mined, "provenance": prov, "stats": stats, "judge": judging}
             atomic_write_json(done, part, indent=None)
         all_stats.extend(part["stats"])
+        if "judge" in part:
+            judge_stats.merge(JudgeStats(unlabelled=part["judge"]["unlabelled"],
+                                         failed_calls=part["judge"]["failed_calls"],
+                                         problems=part["judge"]["problems"]))
         bar.update(len(chunk.query_ids))
         chunk_no += 1
     bar.close()
     report = {"config": {**config, "pool": pool.config()}, "report": _report(all_stats, settings)}
+    if judge_filter is not None:
+        report["report"]["filter"] = filter_report(judge_filter, all_stats, judge_stats)
     files = sorted(parts.glob("part-*.json"))[:chunk_no]
     for path, key in ((out, "rows"), (prov_path, "provenance")):
         with atomic_write(path) as fh:
