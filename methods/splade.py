@@ -136,10 +136,11 @@ _SMALL = {
     "precision": "fp32", "gradient_checkpointing": False, "save_every": 100,
     "method_options": {"lambda_warmup_steps": 100},
 }
-# Seconds on CPU: short texts, high learning rate, a warm-up within the run.
+# Seconds on CPU: SPLADE-tiny with short texts, the lambda warm-up within the run (lr 5e-5: 1e-3 wrecks the
+# pretrained MLM on the synthetic world, nDCG@10 0.77 -> 0.64 on latin_qa after 30 steps).
 _TINY = {
     **_SMALL, "query_max_length": 32, "doc_max_length": 64, "batch_size": 16, "steps": 40, "warmup_steps": 4,
-    "lr": 1e-3, "save_every": 20, "progress": False, "dropout": False,
+    "lr": 5e-5, "save_every": 20, "progress": False, "dropout": False,
     "method_options": {"lambda_warmup_steps": 20},
 }
 
