@@ -28,7 +28,7 @@ from harness.results import EvaluationResult
 
 # Options every suite accepts: overrides of its protocol card's fields.
 CARD_OPTIONS = ("query_prompt", "doc_prompt", "query_max_length", "doc_max_length", "top_k", "metrics",
-                "relevance_threshold")
+                "relevance_threshold", "bm25_ties")
 
 
 @dataclass

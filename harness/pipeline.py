@@ -96,7 +96,7 @@ def retrieve(spec: ModelSpec, loaded: LoadedBenchmark, *, cache_dir: str | Path 
 
         index_dir = Path(cache_dir) / "bm25" if cache_dir else None
         run = bm25_search(ds.corpus, ds.queries, k=card.top_k, k1=spec.bm25_k1, b=spec.bm25_b,
-                          language=card.bm25_language, index_dir=index_dir)
+                          language=card.bm25_language, index_dir=index_dir, ties=card.bm25_ties)
         identity: dict[str, Any] = {"model": "bm25", "k1": spec.bm25_k1, "b": spec.bm25_b,
                                     "analyzer": card.bm25_language, "fields": "title + ' ' + text"}
     elif loaded.meta.get("candidates"):

@@ -13,7 +13,15 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from harness.errors import ProtocolMismatchError
+from harness.errors import ConfigError, ProtocolMismatchError
+
+# How BM25 ranks documents with equal scores (harness.retrieval.bm25): "trec_eval" keeps
+# Lucene's exact scores (ties ordered by doc id descending at evaluation, as trec_eval
+# does); "pyserini" reproduces Pyserini's LuceneSearcher (4-decimal scores, ties by doc
+# id ascending).  The default is left out of the fingerprint, so cards written before the
+# field existed keep theirs.
+BM25_TIES = ("trec_eval", "pyserini")
+DEFAULT_BM25_TIES = BM25_TIES[0]
 
 
 @dataclass(frozen=True)
@@ -31,10 +39,15 @@ class ProtocolCard:
     query_max_length: int | None = None
     doc_max_length: int | None = None
     bm25_language: str = "en"
+    bm25_ties: str = DEFAULT_BM25_TIES  # BM25 score-tie protocol: one of BM25_TIES
     answer_normalizer: str | None = None  # MKQA-style answer containment
     data_hash: str = ""
     extra: tuple[tuple[str, Any], ...] = ()  # suite-specific fields (e.g. sub-gallery seed)
     notes: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if self.bm25_ties not in BM25_TIES:
+            raise ConfigError(f"bm25_ties must be one of {', '.join(BM25_TIES)}, got {self.bm25_ties!r}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -66,7 +79,10 @@ class ProtocolCard:
         return d
 
     def fingerprint(self) -> str:
-        blob = json.dumps(self.scoring_fields(), sort_keys=True, ensure_ascii=False)
+        fields_ = self.scoring_fields()
+        if fields_["bm25_ties"] == DEFAULT_BM25_TIES:
+            del fields_["bm25_ties"]  # the default keeps the fingerprint cards had before the field
+        blob = json.dumps(fields_, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

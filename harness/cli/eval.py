@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 from harness.cli._types import positive_int
+from harness.protocol import BM25_TIES
 
 DEFAULT_METRICS = ("ndcg@10", "recall@100", "mrr@10", "map", "p@10", "success@10")
 BM25_K1, BM25_B = 0.9, 0.4
 DENSE_ONLY = ("pooling", "query_prompt", "doc_prompt", "normalize", "max_length", "batch_size", "index")
-BM25_ONLY = ("k1", "b")
+BM25_ONLY = ("k1", "b", "bm25_ties")
 SPARSE_ONLY = ("sparse_backend", "quantization")
 SPARSE_BACKENDS = ("exact", "lucene-impact")
 QUANTIZATIONS = ("pyserini", "splade")
@@ -71,12 +72,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     # None defaults tell "given" from "default", to warn about options the model ignores.
     p.add_argument("--k1", type=float, default=None, help=f"BM25 k1 (default {BM25_K1})")
     p.add_argument("--b", type=float, default=None, help=f"BM25 b (default {BM25_B})")
+    p.add_argument("--bm25-ties", choices=BM25_TIES, default=None,
+                   help="BM25 score ties (recorded in the card): trec_eval = Lucene's exact scores, ties by doc id "
+                        "descending at evaluation (default); pyserini = Pyserini's searcher exactly (4-decimal "
+                        "scores, ties by doc id ascending)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.pipeline import ModelSpec, default_out_dir, evaluate_model, load_benchmark
+    from harness.pipeline import LEXICAL_MODELS, ModelSpec, default_out_dir, evaluate_model, load_benchmark
     from harness.store import check_output_dir
 
     options = {"split": args.split, "dataset": args.dataset}
@@ -91,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
         card_changes["metrics"] = tuple(dict.fromkeys(loaded.card.metrics + DEFAULT_METRICS))
     if args.top_k:
         card_changes["top_k"] = args.top_k
+    if getattr(args, "bm25_ties", None) and args.model.lower() in LEXICAL_MODELS:
+        card_changes["bm25_ties"] = args.bm25_ties  # other models warn below and keep the card as it is
     if card_changes:
         loaded.card = loaded.card.with_(**card_changes)
 

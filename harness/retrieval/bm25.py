@@ -1,6 +1,6 @@
 """BM25 with Lucene, through Pyserini/Anserini, with indexes cached on disk.
 
-What gets indexed and how it is scored (the protocol, so numbers match Pyserini's):
+What gets indexed and how it is scored (the protocol; Pyserini's documents and scores):
 
 * contents = ``title + " " + text`` (:meth:`Corpus.passages`), one Lucene field;
 * the analyzer Anserini uses for the language (``en``: Porter stemming and Lucene's
@@ -12,11 +12,24 @@ What gets indexed and how it is scored (the protocol, so numbers match Pyserini'
 Indexing goes through Pyserini's ``LuceneIndexer``.  Searching calls Lucene's
 ``IndexSearcher`` directly, from several Python threads, and takes each query's hits
 back as one JSON string (Jackson, bundled with Anserini): one Java call per query
-instead of one per hit, which is what makes large runs fast.  Scores are Lucene's
-float32 values, kept exactly, so equal scores stay tied and are ordered as trec_eval
-orders them.  (Pyserini's ``LuceneSearcher`` instead rounds scores to 4 decimals and
-spreads each rounded tie by 1e-6 steps in doc-id order, Anserini's
-ScoreTiesAdjusterReranker; both give the same SciFact nDCG@10.)
+instead of one per hit, which is what makes large runs fast.
+
+Score ties (``ties``, recorded in the protocol card as ``bm25_ties``):
+
+* ``trec_eval`` (default): Lucene's float32 scores, kept exactly, so equal scores stay
+  tied and the evaluation orders them by doc id *descending*, as trec_eval does.
+* ``pyserini``: exactly what Pyserini's ``LuceneSearcher`` (Anserini's SimpleSearcher)
+  returns and writes to its run files.  It sorts by exact score, then doc id
+  *ascending* (which also decides which tied documents make the top ``k``), rounds each
+  score to 4 decimals and lowers the j-th next score of a run of (nearly) equal rounded
+  scores by j * 1e-6 (ScoreTiesAdjusterReranker), in float32.  Those steps materialise
+  the ascending-id order in the scores themselves, so the evaluation (score desc, then
+  doc id desc) ranks as Pyserini does; where float32 cannot hold a 1e-6 step (scores
+  above about 16) Pyserini's own run file has the same exact ties, which trec_eval
+  breaks by doc id descending, and so does the harness.  The run is therefore
+  Pyserini's run, bit for bit, and every metric is what trec_eval gives on Pyserini's
+  run file.  Measured nDCG@10 (MIRACL dev subsets te / ar): ``trec_eval`` 0.5465 /
+  0.7928, ``pyserini`` 0.5426 / 0.7989; id, sw, yo, zh and BEIR SciFact (0.6789) agree.
 
 Indexes are cached under ``index_dir`` (default ``$HARNESS_CACHE/bm25`` or
 ``~/.cache/retrieval-harness/bm25``), one folder per corpus content hash, analyzer,
@@ -46,6 +59,7 @@ from tqdm import tqdm
 from harness.data.beir import Corpus, Queries
 from harness.data.run import Run
 from harness.errors import ConfigError, InputError
+from harness.protocol import BM25_TIES, DEFAULT_BM25_TIES
 from harness.retrieval.java import ensure_jvm, quiet_anserini_logging
 
 log = logging.getLogger(__name__)
@@ -253,20 +267,29 @@ class BM25Index:
         return self._docids
 
     def search(self, queries: Queries, k: int = 1000, k1: float = 0.9, b: float = 0.4,
-               threads: int | None = None) -> Run:
-        """Top-``k`` BM25 documents per query, as a :class:`Run` (queries with no hit have no rows)."""
+               threads: int | None = None, ties: str = DEFAULT_BM25_TIES) -> Run:
+        """Top-``k`` BM25 documents per query, as a :class:`Run` (queries with no hit have no rows).
+
+        ``ties``: ``trec_eval`` (Lucene's exact scores) or ``pyserini`` (Pyserini's
+        searcher, bit for bit); see the module docstring.
+        """
         if not isinstance(k, (int, np.integer)) or k < 1:
             raise ConfigError(f"k must be a positive integer, got {k!r}")
         if not (np.isfinite(k1) and k1 >= 0):
             raise ConfigError(f"BM25 k1 must be >= 0, got {k1!r}")
         if not (np.isfinite(b) and 0 <= b <= 1):
             raise ConfigError(f"BM25 b must be in [0, 1], got {b!r}")
+        if ties not in BM25_TIES:
+            raise ConfigError(f"BM25 ties must be one of {', '.join(BM25_TIES)}, got {ties!r}")
         java = _java()
         searcher = java.IndexSearcher(self._open_reader())
         searcher.setSimilarity(java.BM25Similarity(float(k1), float(b)))
+        pyserini = ties == "pyserini"
         hits = _parallel_search(searcher, lucene_analyzer(self.analyzer), queries.texts, int(k),
-                                threads or default_threads())
+                                threads or default_threads(), cutoff_ties=pyserini)
         docids = self.docids()
+        if pyserini:
+            hits = [_pyserini_order(docids, docs, scores, int(k)) for docs, scores in hits]
         counts = np.fromiter((len(d) for d, _ in hits), dtype=np.int64, count=len(hits))
         qids = np.repeat(np.asarray(queries.ids, dtype=str), counts)
         lucene_docs = np.concatenate([d for d, _ in hits]) if hits else np.zeros(0, np.int64)
@@ -328,9 +351,43 @@ def _write_index(corpus: Corpus, analyzer: Analyzer, key: dict[str, Any], path: 
     log.info("BM25: indexed %d documents in %.1f s", len(docids), seconds)
 
 
+def pyserini_scores(scores: np.ndarray) -> np.ndarray:
+    """Anserini's ScoreTiesAdjusterReranker on one query's float32 scores, in Pyserini's order.
+
+    Each score becomes ``(float) (Math.round(score * 10000.0) / 10000.0)``; when the previous
+    (already adjusted) score exceeds it by no more than 1e-4, it is lowered by
+    ``1e-6f * j`` for the j-th such score in a row.  All arithmetic as Java does it
+    (double for the rounding, float32 for the rest); returns float32.
+    """
+    x = np.asarray(scores, dtype=np.float32).astype(np.float64) * 10000.0
+    whole = np.floor(x)
+    rounded = ((whole + (x - whole >= 0.5)) / 10000.0).astype(np.float32)  # Math.round: halves go up
+    out = rounded.tolist()  # Python floats holding float32 values; re-rounded after each operation
+    f32, step, gap = np.float32, np.float32(1e-6), np.float32(1e-4)
+    run = 0
+    for i in range(1, len(out)):
+        if f32(out[i - 1]) - f32(out[i]) > gap:
+            run = 0
+        else:
+            run += 1
+            out[i] = float(f32(out[i]) - step * f32(run))
+    return np.asarray(out, dtype=np.float32)
+
+
+def _pyserini_order(docids: np.ndarray, docs: np.ndarray, scores: np.ndarray,
+                    k: int) -> tuple[np.ndarray, np.ndarray]:
+    """One query's hits as Pyserini returns them: exact score desc, doc id asc, top ``k``, adjusted."""
+    order = np.lexsort((docids[docs], -scores))[:k]
+    return docs[order], pyserini_scores(scores[order]).astype(np.float64)
+
+
 def _parallel_search(searcher: Any, analyzer: Any, texts: list[str], k: int,
-                     threads: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Search every text with ``threads`` Python threads (the Java calls run concurrently)."""
+                     threads: int, cutoff_ties: bool = False) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Search every text with ``threads`` Python threads (the Java calls run concurrently).
+
+    With ``cutoff_ties``, a query's hits also include every document whose score equals the
+    ``k``-th (Lucene keeps the lowest Lucene doc numbers among them; Pyserini the lowest doc ids).
+    """
     java = _java()
     generator = java.BagOfWords()
     mapper = java.ObjectMapper()
@@ -348,7 +405,11 @@ def _parallel_search(searcher: Any, analyzer: Any, texts: list[str], k: int,
                 query = generator.buildQuery("contents", analyzer, texts[i])
                 # Jackson renders TopDocs as {"scoreDocs": [{"score", "doc", ...}]}, floats as
                 # the shortest decimal that identifies the float32, so float32(x) is exact.
-                top = json.loads(mapper.writeValueAsString(searcher.search(query, k)))["scoreDocs"]
+                n = k + 1 if cutoff_ties else k
+                top = json.loads(mapper.writeValueAsString(searcher.search(query, n)))["scoreDocs"]
+                while cutoff_ties and len(top) == n and top[-1]["score"] == top[k - 1]["score"]:
+                    n *= 2  # the tie at rank k may go on past what was fetched
+                    top = json.loads(mapper.writeValueAsString(searcher.search(query, n)))["scoreDocs"]
                 docs = np.fromiter((h["doc"] for h in top), dtype=np.int64, count=len(top))
                 scores = np.fromiter((h["score"] for h in top), dtype=np.float32, count=len(top))
                 results[i] = (docs, scores.astype(np.float64))
@@ -376,19 +437,22 @@ def _parallel_search(searcher: Any, analyzer: Any, texts: list[str], k: int,
 
 
 def bm25_search(corpus: Corpus, queries: Queries, k: int = 1000, k1: float = 0.9, b: float = 0.4,
-                language: str = "en", index_dir: str | Path | None = None, threads: int | None = None) -> Run:
+                language: str = "en", index_dir: str | Path | None = None, threads: int | None = None,
+                ties: str = DEFAULT_BM25_TIES) -> Run:
     """Index ``corpus`` (cached under ``index_dir``) and return the top-``k`` BM25 run for ``queries``.
 
     ``index_dir`` is the cache root: one sub-folder per corpus hash, analyzer and
     indexing options (default :func:`default_cache_root`).  ``threads`` defaults to the
-    CPUs available to this process.
+    CPUs available to this process.  ``ties``: ``trec_eval`` or ``pyserini`` (module docstring).
     """
+    if ties not in BM25_TIES:  # before any indexing
+        raise ConfigError(f"BM25 ties must be one of {', '.join(BM25_TIES)}, got {ties!r}")
     index = BM25Index.build(corpus, language=language, index_dir=index_dir, threads=threads)
     try:
-        return index.search(queries, k=k, k1=k1, b=b, threads=threads)
+        return index.search(queries, k=k, k1=k1, b=b, threads=threads, ties=ties)
     finally:
         index.close()
 
 
-__all__ = ["ANALYZERS", "Analyzer", "BM25Index", "analyze", "bm25_search", "default_cache_root",
-           "index_key", "lucene_analyzer", "resolve_language"]
+__all__ = ["ANALYZERS", "BM25_TIES", "Analyzer", "BM25Index", "analyze", "bm25_search", "default_cache_root",
+           "index_key", "lucene_analyzer", "pyserini_scores", "resolve_language"]
