@@ -43,10 +43,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="display name per run/result, in the same order (default: file or directory names)")
     p.add_argument("--test", choices=("ttest", "randomization", "bootstrap"), default="ttest",
                    help="two-sided paired test (default: ttest)")
-    p.add_argument("--seed", type=int, default=0, help="seed for randomization/bootstrap (per-comparison streams are "
-                                                       "derived from it; default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed for randomization/bootstrap (draws shared by all systems "
+                                                       "per dataset and metric are derived from it; default 0)")
     p.add_argument("--resamples", type=positive_int, default=10_000,
-                   help="Monte Carlo sign flips and bootstrap resamples (default 10000)")
+                   help="Monte Carlo sign flips and bootstrap resamples (default 10000); the test's count is raised "
+                        "to 20*m/alpha for a family of m comparisons so that the smallest p 1/(B+1) stays well "
+                        "below alpha/m")
+    p.add_argument("--max-resamples", type=positive_int, default=2_000_000,
+                   help="cap on that raised count; a larger family is refused with the numbers (default 2000000)")
     p.add_argument("--exact-max-n", type=non_negative_int, default=30,
                    help="randomization test: enumerate all sign vectors up to this many non-zero differences")
     p.add_argument("--ci-level", type=open_fraction, default=0.95, help="confidence level of the bootstrap CI")
@@ -196,7 +200,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         results, metrics = _load_results(args)
     options = StatsOptions(test=args.test, resamples=args.resamples, seed=args.seed, ci_level=args.ci_level,
-                           exact_max_n=args.exact_max_n, missing=args.missing)
+                           exact_max_n=args.exact_max_n, missing=args.missing,
+                           max_resamples=max(args.max_resamples, args.resamples))
     datasets = [d for d in results if d is not None]
     report = compare_suite(results, metrics, aggregates=_aggregates(args.aggregate, datasets),
                            aggregate_method=args.aggregate_method, options=options, correction=args.correction,

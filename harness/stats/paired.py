@@ -20,8 +20,9 @@ All functions take ``base`` and ``system`` as equal-length arrays aligned by que
   distribution; ``p = (count + 1) / (B + 1)``.
 
 Resampling draws come from a :class:`numpy.random.Generator` or an integer seed;
-draws are made in blocks whose size depends only on ``n``, so results are
-identical on every machine for the same seed.
+draws are made in blocks whose size depends only on ``n`` (:mod:`harness.stats.draws`),
+so results are identical on every machine for the same seed, and the same code
+serves many systems at once (:mod:`harness.stats.shared`).
 """
 from __future__ import annotations
 
@@ -32,10 +33,8 @@ import numpy as np
 from scipy import stats as _scipy_stats
 
 from harness.errors import HarnessError
+from harness.stats import draws
 
-# Random draws are generated in blocks of about this many values (fixed, so that the
-# stream, and hence every p-value, does not depend on the machine's memory).
-_BLOCK_ELEMENTS = 1 << 22
 # Exact enumeration is used up to this many non-zero differences by default (2 x 2^15
 # partial sums: well under a millisecond, and free of Monte Carlo error).
 DEFAULT_EXACT_MAX_N = 30
@@ -79,7 +78,7 @@ def _generator(seed) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(seed))
 
 
-def _tolerance(diff: np.ndarray) -> float:
+def tolerance(diff: np.ndarray) -> float:
     # Equal statistics computed in different summation orders differ by rounding
     # only; count them as "at least as extreme".  1e-9 of the total absolute
     # difference is far below any real score difference and far above rounding.
@@ -131,9 +130,8 @@ def randomization_test(base, system, *, resamples: int = DEFAULT_RESAMPLES, seed
     ``(count + 1) / (B + 1)``, which counts the observed assignment and is never 0.
     """
     diff = differences(base, system)
-    n = len(diff)
     observed = float(diff.mean())
-    threshold = abs(float(diff.sum())) - _tolerance(diff)
+    threshold = abs(float(diff.sum())) - tolerance(diff)
     nonzero = diff[diff != 0.0]
     use_exact = len(nonzero) <= exact_max_n if exact is None else exact
     if use_exact:
@@ -146,34 +144,14 @@ def randomization_test(base, system, *, resamples: int = DEFAULT_RESAMPLES, seed
         return TestResult(observed, count / 2.0 ** len(nonzero), method, exact=True)
     if resamples < 1:
         raise StatisticsError(f"resamples must be positive, got {resamples}")
-    rng = _generator(seed)
-    total = float(diff.sum())
-    rows = max(1, _BLOCK_ELEMENTS // n)
-    count = 0
-    done = 0
-    while done < resamples:
-        block = min(rows, resamples - done)
-        flips = rng.integers(0, 2, size=(block, n), dtype=np.int8).astype(np.float64)
-        # sum(s_i d_i) with s_i = 1 - 2 b_i
-        sums = total - 2.0 * (flips @ diff)
-        count += int(np.count_nonzero(np.abs(sums) >= threshold))
-        done += block
+    count = int(draws.sign_flip_counts(diff[None, :], np.array([threshold]), resamples, _generator(seed))[0])
     method = f"randomization (Monte Carlo, B={resamples})"
     return TestResult(observed, (count + 1) / (resamples + 1), method, exact=False, resamples=resamples)
 
 
 def bootstrap_means(diff: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
     """Means of ``resamples`` bootstrap resamples of ``diff`` (queries drawn with replacement)."""
-    n = len(diff)
-    rows = max(1, _BLOCK_ELEMENTS // n)
-    out = np.empty(resamples, dtype=np.float64)
-    done = 0
-    while done < resamples:
-        block = min(rows, resamples - done)
-        idx = rng.integers(0, n, size=(block, n))
-        out[done:done + block] = diff[idx].mean(axis=1)
-        done += block
-    return out
+    return draws.bootstrap_means(np.asarray(diff, dtype=np.float64)[None, :], resamples, rng)[0]
 
 
 def percentile_interval(means: np.ndarray, level: float) -> tuple[float, float]:
@@ -201,7 +179,7 @@ def bootstrap_test(base, system, *, resamples: int = DEFAULT_RESAMPLES, seed=0) 
         raise StatisticsError(f"resamples must be positive, got {resamples}")
     observed = float(diff.mean())
     means = bootstrap_means(diff, resamples, _generator(seed))
-    threshold = abs(observed) - _tolerance(diff) / len(diff)
+    threshold = abs(observed) - tolerance(diff) / len(diff)
     count = int(np.count_nonzero(np.abs(means - observed) >= threshold))
     return TestResult(observed, (count + 1) / (resamples + 1), f"bootstrap (shift method, B={resamples})",
                       exact=False, resamples=resamples)

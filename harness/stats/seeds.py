@@ -1,11 +1,16 @@
-"""Per-comparison random streams.
+"""Random streams of the resampling tests.
 
-Every resampling test draws from a generator derived from the user's seed *and*
-the comparison's own key (dataset, metric, baseline, system, purpose).  The key is
-hashed with SHA-256 (stable across processes and Python versions, unlike
-``hash()``) and fed to :class:`numpy.random.SeedSequence` together with the seed.
-So a comparison's p-value depends only on its own data, key and seed: adding,
-removing or reordering other comparisons never changes it.
+A stream is derived from the user's seed and a key, hashed with SHA-256 (stable
+across processes and Python versions, unlike ``hash()``) and fed to
+:class:`numpy.random.SeedSequence` together with the seed.
+
+The tests of a suite draw from :func:`draws_rng`, keyed by
+``(purpose, scope, n)`` where the scope is ``(dataset, metric)`` (or an aggregate's
+name, method, datasets and metric) and ``n`` the number of paired queries: the
+key names no system, so every system compared on the same queries shares the
+same draws (identical scores give identical p-values) and a comparison's p-value
+depends only on its own data, scope, seed and ``B``: adding, removing or
+reordering other systems never changes it.
 """
 from __future__ import annotations
 
@@ -31,3 +36,11 @@ def comparison_seed(seed: int, key: Sequence[object]) -> np.random.SeedSequence:
 def comparison_rng(seed: int, key: Sequence[object]) -> np.random.Generator:
     """A fresh PCG64 generator for one comparison (see :func:`comparison_seed`)."""
     return np.random.Generator(np.random.PCG64(comparison_seed(seed, key)))
+
+
+def draws_rng(seed: int, purpose: str, scope: Sequence[object], n: int) -> np.random.Generator:
+    """The stream shared by all systems tested on ``scope`` with ``n`` paired queries.
+
+    ``purpose`` separates the test's draws (``"test"``) from the interval's (``"ci"``).
+    """
+    return comparison_rng(seed, ("shared", purpose, *scope, int(n)))

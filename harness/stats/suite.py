@@ -15,19 +15,27 @@ The **family** over which p-values are corrected is declared, never implied:
 
 The method and family are recorded on every comparison (``correction``,
 ``family``, ``family_size``) and stated in every output.
+
+Monte Carlo tests share their draws across systems (:mod:`harness.stats.shared`)
+and their count ``B`` is raised for large families so that the smallest
+attainable p ``1/(B+1)`` stays well below ``alpha/m`` (rule ``B >= 20 m/alpha``
+over the largest family, :mod:`harness.stats.floor`); a table of a large family
+says so in a note.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.errors import ConfigError
 from harness.results import EvaluationResult
-from harness.stats.aggregate import AGGREGATE_DESCRIPTIONS, AGGREGATE_METHODS, compare_aggregate
+from harness.stats.aggregate import AGGREGATE_DESCRIPTIONS, AGGREGATE_METHODS, compare_aggregate_group
 from harness.stats.align import PairedScores, align
-from harness.stats.compare import DEFAULT_OPTIONS, Comparison, StatsOptions, compare_pair
+from harness.stats.compare import DEFAULT_OPTIONS, Comparison, StatsOptions, compare_group
 from harness.stats.correction import CORRECTION_CONTROLS, CORRECTION_NAMES, CORRECTIONS, adjust_pvalues
+from harness.stats.floor import floor_note, resamples_for_family
 
 FAMILIES = ("all", "metric", "dataset", "system")
 Family = str | Callable[[Comparison], Any]
@@ -51,6 +59,7 @@ class ComparisonReport:
     alpha: float = 0.05
     family: str = "all"
     aggregate_method: str = "pooled"
+    test_resamples: int | None = None   # the test's B when a large family raised it above options.resamples
 
     def get(self, system: str, metric: str, dataset: str | None = None) -> Comparison:
         for c in self.comparisons:
@@ -63,17 +72,29 @@ class ComparisonReport:
         sizes = sorted({c.family_size for c in self.comparisons})
         size_text = "/".join(str(s) for s in sizes) if sizes else "0"
         lines = [
-            f"Test: {self.options.describe()}.",
+            f"Test: {self.options.describe(self.test_resamples)}.",
             f"Correction: {CORRECTION_NAMES[self.correction]} (controls the {CORRECTION_CONTROLS[self.correction]}) "
             f"over family '{self.family}' ({size_text} comparisons per family); "
             f"significant if adjusted p < {self.alpha:g}.",
         ]
+        note = self.floor_note()
+        if note:
+            lines.append(note)
         if self.aggregates:
             lines.append(f"Aggregates: {AGGREGATE_DESCRIPTIONS[self.aggregate_method]}.")
         missing = sum(c.missing_in_base + c.missing_in_system for c in self.comparisons)
         if missing:
             lines.append(f"Missing queries scored as 0: {missing} (query, comparison) pairs.")
         return lines
+
+    def floor_note(self) -> str | None:
+        """The Monte Carlo floor note of a large family (family size and the B used), else ``None``."""
+        monte_carlo = [c for c in self.comparisons if "Monte Carlo" in c.test_method or "bootstrap (" in c.test_method]
+        if self.correction == "none" or not monte_carlo:
+            return None
+        size = max(c.family_size for c in self.comparisons)
+        b = min(c.resamples or self.options.resamples for c in monte_carlo)
+        return floor_note(size, self.alpha, b, CORRECTION_NAMES[self.correction])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -89,16 +110,17 @@ class ComparisonReport:
             "alpha": self.alpha,
             "options": {"resamples": self.options.resamples, "seed": self.options.seed,
                         "ci_level": self.options.ci_level, "exact_max_n": self.options.exact_max_n,
-                        "missing": self.options.missing},
+                        "missing": self.options.missing,
+                        "max_resamples": self.options.max_resamples,
+                        "test_resamples": self.test_resamples or self.options.resamples},
             "description": self.describe(),
             "comparisons": [c.to_dict() for c in self.comparisons],
         }
 
 
-def apply_correction(comparisons: Sequence[Comparison], method: str, family: Family = "all") -> str:
-    """Set ``p_adjusted``, ``correction``, ``family`` and ``family_size`` in place; returns the family name."""
-    if method not in CORRECTIONS:
-        raise ConfigError(f"unknown correction {method!r}; choose one of {', '.join(CORRECTIONS)}")
+def family_groups(comparisons: Sequence[Comparison],
+                  family: Family = "all") -> tuple[str, dict[Any, list[Comparison]]]:
+    """The family name and ``{family key: its comparisons}``."""
     if callable(family):
         key_of, family_name = family, getattr(family, "__name__", "custom")
     elif family in FAMILIES:
@@ -110,6 +132,14 @@ def apply_correction(comparisons: Sequence[Comparison], method: str, family: Fam
     groups: dict[Any, list[Comparison]] = {}
     for c in comparisons:
         groups.setdefault(key_of(c), []).append(c)
+    return family_name, groups
+
+
+def apply_correction(comparisons: Sequence[Comparison], method: str, family: Family = "all") -> str:
+    """Set ``p_adjusted``, ``correction``, ``family`` and ``family_size`` in place; returns the family name."""
+    if method not in CORRECTIONS:
+        raise ConfigError(f"unknown correction {method!r}; choose one of {', '.join(CORRECTIONS)}")
+    family_name, groups = family_groups(comparisons, family)
     for key, members in groups.items():
         adjusted = adjust_pvalues([c.p_value for c in members], method)
         label = family_name if family_name == "all" else f"{family_name}={key}"
@@ -164,32 +194,56 @@ def compare_suite(results: SuiteResults, metrics: Sequence[str], *,
             raise ConfigError(f"dataset {dataset!r} has no result for {', '.join(absent)}")
 
     pairs: dict[tuple[str | None, str, str], PairedScores] = {}
-    comparisons: list[Comparison] = []
     for dataset in datasets:
         base_eval = _evaluation(results[dataset][baseline])
         for system in others:
             sys_eval = _evaluation(results[dataset][system])
             for metric in metrics:
-                scores = align(base_eval, sys_eval, metric=metric, missing=options.missing,
-                               base_name=baseline, system_name=system)
-                pairs[(dataset, system, metric)] = scores
-                comparisons.append(compare_pair(scores, metric=metric, system=system, baseline=baseline,
-                                                dataset=dataset, options=options))
+                pairs[(dataset, system, metric)] = align(base_eval, sys_eval, metric=metric, missing=options.missing,
+                                                         base_name=baseline, system_name=system)
     for name, members in (aggregates or {}).items():
         unknown = [d for d in members if d not in results]
         if unknown:
             raise ConfigError(f"aggregate {name!r} names datasets without results: {', '.join(map(str, unknown))}")
         if name in results:
             raise ConfigError(f"aggregate name {name!r} is also a dataset name")
-        for system in others:
-            for metric in metrics:
-                comparisons.append(compare_aggregate({d: pairs[(d, system, metric)] for d in members}, name=name,
-                                                     metric=metric, system=system, baseline=baseline,
-                                                     method=aggregate_method, options=options))
+    order = [(dataset, system, metric) for dataset in datasets for system in others for metric in metrics]
+    order += [(name, system, metric) for name in (aggregates or {}) for system in others for metric in metrics]
+    test_b = _test_resamples(order, {a: aggregate_method for a in aggregates or {}}, baseline, options, correction,
+                             alpha, family)
+    done: dict[tuple[Any, str, str], Comparison] = {}
+    for dataset in datasets:
+        for metric in metrics:
+            group = compare_group({s: pairs[(dataset, s, metric)] for s in others}, metric=metric, baseline=baseline,
+                                  dataset=dataset, options=options, resamples=test_b)
+            done.update({(dataset, s, metric): c for s, c in group.items()})
+    for name, members in (aggregates or {}).items():
+        for metric in metrics:
+            group = compare_aggregate_group({s: {d: pairs[(d, s, metric)] for d in members} for s in others},
+                                            name=name, metric=metric, baseline=baseline, method=aggregate_method,
+                                            options=options, resamples=test_b)
+            done.update({(name, s, metric): c for s, c in group.items()})
+    comparisons = [done[key] for key in order]
     family_name = apply_correction(comparisons, correction, family)
     return ComparisonReport(comparisons, baseline, [baseline, *others], list(metrics), datasets,
                             {k: list(v) for k, v in (aggregates or {}).items()}, options, correction, alpha,
-                            family_name, aggregate_method)
+                            family_name, aggregate_method, test_b)
+
+
+def _test_resamples(order: Sequence[tuple[Any, str, str]], aggregate_methods: dict[str, str], baseline: str,
+                    options: StatsOptions, correction: str, alpha: float, family: Family) -> int:
+    """The test's B: ``options.resamples`` raised for the largest family (``harness.stats.floor``)."""
+    if options.test == "ttest":
+        return options.resamples
+    size = 1
+    if correction != "none":
+        # The family of a comparison depends only on its labels, so sizes are known before any test runs.
+        stubs = [Comparison(metric=m, system=s, baseline=baseline, test=options.test, n=0, mean_base=math.nan,
+                            mean=math.nan, delta=math.nan, p_value=math.nan, p_adjusted=math.nan, ci_low=math.nan,
+                            ci_high=math.nan, effect_size=math.nan, wins=0, ties=0, losses=0, dataset=d,
+                            aggregate=aggregate_methods.get(d)) for d, s, m in order]
+        size = max(len(members) for members in family_groups(stubs, family)[1].values())
+    return resamples_for_family(size, alpha, options.resamples, options.max_resamples)
 
 
 def compare_systems(results: Mapping[str, Any], metrics: Sequence[str], *, baseline: str | None = None,
