@@ -19,6 +19,7 @@ import numpy as np
 
 from harness.data.grouped import QueryGrouped
 from harness.data.ids import as_id_array
+from harness.data.trec_fast import read_qrels_columns
 from harness.errors import InputError
 from harness.io import atomic_write
 from harness.io.readers import (
@@ -96,7 +97,23 @@ def read_qrels(path: str | Path, fmt: str = "auto") -> Qrels:
     are kept and count as non-relevant; tokens atol would read only a prefix of (``1e30``,
     ``1.5``, ``high``) are refused.  TREC lines split on ASCII whitespace as in trec_eval;
     ids with any other whitespace (U+3000, U+00A0...) are refused in both formats.
+
+    The fast path (:func:`harness.data.trec_fast.read_qrels_columns`, pyarrow) reads
+    plain files; the line-by-line :func:`read_qrels_lines` reads the rest and names
+    the line of every problem.
     """
+    path = check_input_file(path, "qrels file")
+    columns = read_qrels_columns(path, fmt)
+    if columns is not None:
+        try:
+            return Qrels.from_arrays(columns.query_ids(), columns.doc_ids(), columns.values, source=str(path))
+        except InputError:
+            pass                            # a duplicate: the line-by-line reader names its line
+    return read_qrels_lines(path, fmt)
+
+
+def read_qrels_lines(path: str | Path, fmt: str = "auto") -> Qrels:
+    """:func:`read_qrels` line by line: the reference reader, exact ``file:line`` errors."""
     path = check_input_file(path, "qrels file")
     qs: list[str] = []
     ds: list[str] = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +17,7 @@ import numpy as np
 
 from harness.data.grouped import QueryGrouped
 from harness.data.ids import as_id_array, factorize_grouped, hash_ids
+from harness.data.trec_fast import read_run_columns
 from harness.errors import InputError
 from harness.io import atomic_write
 from harness.io.readers import (
@@ -61,8 +62,32 @@ class Run(QueryGrouped):
         _, qcode = factorize_grouped(q)
         if check_duplicates:
             _check_unique_pairs(q, d, qcode, source)
-        order = _trec_order(qcode, s, d)
+        order = _trec_order(qcode, s, lambda rows: d[rows])
         return cls(q[order], d[order], s[order], name, source)
+
+    @classmethod
+    def from_codes(cls, query_uniques: np.ndarray, query_codes: np.ndarray, doc_uniques: np.ndarray,
+                   doc_codes: np.ndarray, scores: np.ndarray, name: str = "run", source: str | None = None) -> Run:
+        """Build a run from dictionary-encoded ids (``query_uniques`` sorted, so its codes keep string
+        order; ``doc_uniques`` in any order): the checks and the trec_eval order work on integer codes,
+        and each id column is gathered from its dictionary once, already in order."""
+        s = np.asarray(scores, dtype=np.float64).reshape(-1)
+        qcode = np.asarray(query_codes, dtype=np.int64)
+        dcode = np.asarray(doc_codes)
+        if not (len(qcode) == len(dcode) == len(s)):
+            raise ValueError("query_codes, doc_codes and scores must have the same length")
+        if len(s) and not np.all(np.isfinite(s)):
+            i = int(np.flatnonzero(~np.isfinite(s))[0])
+            raise InputError(source, f"score of query {query_uniques[qcode[i]]!r} document "
+                                     f"{doc_uniques[dcode[i]]!r} is not finite ({s[i]})")
+        key = np.sort(qcode * len(doc_uniques) + dcode)
+        same = np.flatnonzero(key[1:] == key[:-1])
+        if len(same):
+            q, d = divmod(int(key[same[0]]), len(doc_uniques))
+            raise InputError(source, f"document {doc_uniques[d]!r} appears twice for query {query_uniques[q]!r}")
+        del key
+        order = _trec_order(qcode, s, lambda rows: doc_uniques[dcode[rows]])
+        return cls(query_uniques[qcode[order]], doc_uniques[dcode[order]], s[order], name, source)
 
     @classmethod
     def from_dict(cls, run: Mapping[str, Mapping[str, float]], name: str = "run") -> Run:
@@ -96,13 +121,16 @@ class Run(QueryGrouped):
         return self._take(self.query_ids != self.doc_ids)
 
 
-def _trec_order(qcode: np.ndarray, scores: np.ndarray, doc_ids: np.ndarray) -> np.ndarray:
+def _trec_order(qcode: np.ndarray, scores: np.ndarray, doc_ids: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     """Row order: query, then score descending, then doc id descending (trec_eval).
 
     Sorting strings is the expensive part, so it is done only for rows whose
-    (query, score) ties with a neighbour; untied rows are ordered by numbers alone.
+    (query, score) ties with a neighbour (``doc_ids(rows)`` gives their ids);
+    untied rows are ordered by numbers alone.
     """
-    order = np.lexsort((-scores, qcode))
+    order = _grouped_order(qcode, scores)
+    if order is None:
+        order = np.lexsort((-scores, qcode))
     qs, ss = qcode[order], scores[order]
     tied_next = (qs[1:] == qs[:-1]) & (ss[1:] == ss[:-1])
     if not tied_next.any():
@@ -116,8 +144,31 @@ def _trec_order(qcode: np.ndarray, scores: np.ndarray, doc_ids: np.ndarray) -> n
     group = np.cumsum(starts_group)
     tied_rows = order[idx]
     # ascending by (-group, doc id), reversed: group ascending, doc id descending
-    order[idx] = tied_rows[np.lexsort((doc_ids[tied_rows], -group))[::-1]]
+    order[idx] = tied_rows[np.lexsort((doc_ids(tied_rows), -group))[::-1]]
     return order
+
+
+def _grouped_order(qcode: np.ndarray, scores: np.ndarray) -> np.ndarray | None:
+    """The (query, score descending) order without a full sort when, as in most run files, each
+    query's rows are contiguous and already by score descending: only the blocks are reordered.
+    None when the rows are not laid out so."""
+    n = len(qcode)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    change = np.flatnonzero(qcode[1:] != qcode[:-1]) + 1
+    if not np.all((scores[1:] <= scores[:-1]) | (qcode[1:] != qcode[:-1])):
+        return None
+    starts = np.concatenate(([0], change))
+    lengths = np.diff(np.append(starts, n))
+    block_order = np.argsort(qcode[starts], kind="stable")
+    heads = qcode[starts][block_order]
+    if np.any(heads[1:] == heads[:-1]):     # a query in two blocks
+        return None
+    if np.all(block_order[1:] > block_order[:-1]):
+        return np.arange(n, dtype=np.int64)
+    sorted_lengths = lengths[block_order]
+    new_starts = np.cumsum(sorted_lengths) - sorted_lengths
+    return np.arange(n, dtype=np.int64) + np.repeat(starts[block_order] - new_starts, sorted_lengths)
 
 
 def _check_unique_pairs(q: np.ndarray, d: np.ndarray, qcode: np.ndarray, source: str | None) -> None:
@@ -141,14 +192,29 @@ def _check_unique_pairs(q: np.ndarray, d: np.ndarray, qcode: np.ndarray, source:
 def read_run(path: str | Path, name: str | None = None) -> Run:
     """Read a TREC run file (``qid Q0 docid rank score tag``; ``.gz`` allowed).
 
-    Columns are split in one pass and converted with numpy; only when a conversion
-    or the duplicate check fails is the file scanned again to name the bad line.
+    The file is read by :func:`harness.data.trec_fast.read_run_columns` (pyarrow's CSV
+    reader, ids dictionary-encoded); when it cannot vouch for the file (odd layout or
+    characters, a token it cannot parse, a duplicate or non-finite score) the
+    line-by-line reader :func:`read_run_lines` reads it or names the bad line.
     Lines end at ``\\n`` and fields are split on ASCII whitespace, as in trec_eval;
     a line holding other whitespace (U+3000, U+00A0...) is refused, since other tools
     would split it differently.  Scores are read as trec_eval's ``atof`` reads them
     (:func:`~harness.io.readers.parse_trec_score`): a token atof would read only a
     prefix of (``1_000``, ``0.5x``) is refused, and so is a non-finite score.
     """
+    path = check_input_file(path, "run file")
+    columns = read_run_columns(path)
+    if columns is not None:
+        try:
+            return Run.from_codes(*columns.query_codes(), *columns.doc_codes(), columns.values,
+                                  name=name or columns.last_tag or path.stem, source=str(path))
+        except InputError:
+            pass                            # the line-by-line reader names the line
+    return read_run_lines(path, name)
+
+
+def read_run_lines(path: str | Path, name: str | None = None) -> Run:
+    """:func:`read_run` line by line: the reference reader, exact ``file:line`` errors."""
     path = check_input_file(path, "run file")
     text = read_input_text(path, "run file")
     refuse_unicode_whitespace(text, path)

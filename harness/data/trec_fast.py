@@ -1,0 +1,182 @@
+"""Fast path for TREC run and qrels files: pyarrow's CSV reader, columns straight into arrays.
+
+The line-by-line readers in :mod:`harness.data.run` and :mod:`harness.data.qrels` are the
+reference: they name the file and line of every problem and follow trec_eval's parsing to
+the letter.  This module reads the same files with ``pyarrow.csv`` (multi-threaded C++,
+ids dictionary-encoded, numbers parsed in C++, no Python object per line) and returns
+``None`` whenever it cannot vouch that the line-by-line reader would read exactly the same
+values.  The callers then run the line-by-line reader, which either reads the file (rare
+layouts: several spaces between fields, tabs mixed with spaces, hexadecimal scores) or
+raises its exact ``file:line`` error.
+
+The fast path accepts a file only when every line is empty or holds exactly the expected
+number of fields, separated by one space (or one tab, whichever the first line uses), and:
+
+* ids and the other text fields are non-empty, valid UTF-8 and hold no ASCII whitespace,
+  control character or Unicode-only whitespace (the checks run once per distinct value,
+  on the dictionaries);
+* numbers parse in pyarrow: its float parser accepts only plain decimal/exponent numbers
+  (and ``inf``/``nan``, which the callers refuse as non-finite) and rounds correctly, so
+  its values equal C ``strtod``'s; its integer parser accepts only ``[+-]digits``;
+* there is no byte-order mark and no ``\\r`` outside ``\\r\\n`` (pyarrow would skip the one
+  and end a line at the other; trec_eval does neither).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from harness.io.readers import UNICODE_ONLY_WHITESPACE
+
+# A value with any of these needs the line-by-line reader (it splits there, or refuses it).
+_ODD_CHARS = "[\\x00-\\x20\\x7f" + "".join(f"\\x{{{ord(c):x}}}" for c in UNICODE_ONLY_WHITESPACE) + "]"
+_TEXT = pa.dictionary(pa.int32(), pa.string())
+_BOM = b"\xef\xbb\xbf"
+RUN_COLUMNS = ("qid", "q0", "docid", "rank", "score", "tag")
+BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Columns of a file read on the fast path, in file order; ids stay dictionary-encoded."""
+
+    queries: pa.ChunkedArray
+    docs: pa.ChunkedArray
+    values: np.ndarray
+    last_tag: str = ""
+
+    def query_codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(sorted unique query ids, code of each row)``: codes keep string order."""
+        uniques, codes = dictionary_codes(self.queries)
+        order = np.argsort(uniques)
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        return uniques[order], rank[codes]
+
+    def doc_codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(unique doc ids, code of each row)``, the uniques in no particular order."""
+        return dictionary_codes(self.docs)
+
+    def query_ids(self) -> np.ndarray:
+        uniques, codes = dictionary_codes(self.queries)
+        return uniques[codes]
+
+    def doc_ids(self) -> np.ndarray:
+        uniques, codes = dictionary_codes(self.docs)
+        return uniques[codes]
+
+
+def read_bytes(path: Path) -> bytes | None:
+    """The (decompressed) bytes of ``path``; None on any failure (the slow reader names it)."""
+    try:
+        if path.suffix == ".gz":
+            with pa.input_stream(str(path), compression="gzip") as stream:
+                return stream.read()
+        return path.read_bytes()
+    except (OSError, pa.ArrowException):
+        return None
+
+
+def _plain_lines(data: bytes) -> bool:
+    """No BOM, and every ``\\r`` ends a ``\\r\\n`` line."""
+    if data.startswith(_BOM):
+        return False
+    cr = data.count(b"\r")
+    return cr == 0 or cr == data.count(b"\r\n")
+
+
+def _delimiter(line: bytes) -> str | None:
+    """The one field separator of the first line: a space or a tab (not both)."""
+    has_space, has_tab = b" " in line, b"\t" in line
+    if has_space == has_tab:
+        return None
+    return " " if has_space else "\t"
+
+
+def _read_table(data: bytes, names: Sequence[str], types: dict, delimiter: str, skip_rows: int = 0) -> pa.Table | None:
+    read = pacsv.ReadOptions(column_names=list(names), skip_rows=skip_rows, block_size=1 << 26)
+    parse = pacsv.ParseOptions(delimiter=delimiter, quote_char=False, double_quote=False, escape_char=False,
+                               newlines_in_values=False, ignore_empty_lines=True)
+    convert = pacsv.ConvertOptions(column_types=types, null_values=[], true_values=[], false_values=[],
+                                   strings_can_be_null=False, quoted_strings_can_be_null=False)
+    try:
+        table = pacsv.read_csv(pa.py_buffer(data), read_options=read, parse_options=parse, convert_options=convert)
+    except (pa.ArrowException, ValueError):
+        return None
+    return table.unify_dictionaries() if table.num_rows else None
+
+
+def _dictionary(column: pa.ChunkedArray) -> pa.Array:
+    return column.chunk(0).dictionary
+
+
+def _clean(column: pa.ChunkedArray) -> bool:
+    """Every distinct value is non-empty and free of whitespace and control characters."""
+    values = _dictionary(column)
+    if pc.any(pc.equal(pc.binary_length(values), 0)).as_py():
+        return False
+    return not pc.any(pc.match_substring_regex(values, _ODD_CHARS)).as_py()
+
+
+def dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """A unified dictionary column as ``(distinct values as a numpy unicode array, code of each row)``:
+    one Python string per distinct id only."""
+    uniques = np.asarray(_dictionary(column).to_pylist(), dtype=str)
+    codes = np.concatenate([chunk.indices.to_numpy() for chunk in column.chunks])
+    return uniques, codes
+
+
+def read_run_columns(path: Path) -> Columns | None:
+    """Columns of a TREC run file (``qid Q0 docid rank score tag``), or None (use the slow reader)."""
+    data = read_bytes(path)
+    if data is None or not _plain_lines(data):
+        return None
+    delimiter = _delimiter(data[:data.find(b"\n")] if b"\n" in data else data)
+    if delimiter is None:
+        return None
+    types = {"qid": _TEXT, "q0": _TEXT, "docid": _TEXT, "rank": pa.int64(), "score": pa.float64(), "tag": _TEXT}
+    table = _read_table(data, RUN_COLUMNS, types, delimiter)
+    del data
+    if table is None or not all(_clean(table.column(name)) for name in ("qid", "q0", "docid", "tag")):
+        return None
+    scores = table.column("score").to_numpy()
+    tag = table.column("tag")[-1].as_py()
+    return Columns(table.column("qid"), table.column("docid"), scores, tag)
+
+
+def read_qrels_columns(path: Path, fmt: str = "auto") -> Columns | None:
+    """Columns of TREC (``qid iter docid rel``) or BEIR tsv qrels, or None (use the slow reader)."""
+    data = read_bytes(path)
+    if data is None or not _plain_lines(data):
+        return None
+    first = data[:data.find(b"\n")] if b"\n" in data else data
+    try:
+        head = tuple(c.strip() for c in first.decode("utf-8").removesuffix("\r").split("\t"))
+    except UnicodeDecodeError:
+        return None
+    beir = fmt in ("auto", "beir") and head == BEIR_QRELS_HEADER
+    if fmt == "beir" and not beir:
+        return None
+    names: tuple[str, ...]
+    texts: tuple[str, ...]
+    delimiter = "\t" if beir else _delimiter(first)
+    if delimiter is None:
+        return None
+    if beir:
+        names, texts = ("qid", "docid", "rel"), ("qid", "docid")
+        types = {"qid": _TEXT, "docid": _TEXT, "rel": pa.int64()}
+    else:
+        names = ("qid", "iter", "docid", "rel")
+        types = {"qid": _TEXT, "iter": _TEXT, "docid": _TEXT, "rel": pa.int64()}
+        texts = ("qid", "iter", "docid")
+    table = _read_table(data, names, types, delimiter, skip_rows=1 if beir else 0)
+    del data
+    if table is None or not all(_clean(table.column(name)) for name in texts):
+        return None
+    return Columns(table.column("qid"), table.column("docid"), table.column("rel").to_numpy())
