@@ -54,6 +54,7 @@ this order, with a :class:`harness.train.context.TrainContext` ``ctx``:
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,9 +64,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from harness.errors import ConfigError
+from harness.io.claims import claim
 from harness.keys import content_key, train_run_config
 from harness.registry import Registry
-from harness.train.result import Checkpoint
+from harness.train.result import DONE_FILE, Checkpoint
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # imported lazily: listing methods must not import torch
     import torch
@@ -250,14 +254,22 @@ class Method:
         root = self.cells_root if self.cells_root is not None else Path(workdir) / "deps"
         dependency = get_method(method)
         dependency.cells_root = root
-        return dependency.train(spec, data, root / self.run_key(method, spec, data))
+        run_dir = root / self.run_key(method, spec, data)
+        # Claimed around the dependency's own preparation too (its dependencies, its data): a process
+        # that waited here finds the run done and reuses it (harness.io.claims).
+        with claim(run_dir, f"dependency {method} of {self.name}"):
+            return dependency.train(spec, data, run_dir)
 
     # ------------------------------------------------------------------ train / encode
     def train(self, spec: TrainSpec, data: TrainingData, workdir: str | Path) -> Checkpoint:
         """Train (or resume, or return the finished run) in ``workdir``."""
         from harness.train.trainer import Trainer
 
-        return Trainer(spec, data, workdir, method=self).run()
+        # One process per run directory at a time; a waiter resumes or reuses what the holder left.
+        with claim(workdir, f"training {self.name}"):
+            if not (Path(workdir) / DONE_FILE).exists():
+                log.info("training %s in %s", self.name, workdir)
+            return Trainer(spec, data, workdir, method=self).run()
 
     def encoder(self, ckpt: Checkpoint, **kwargs: Any) -> Encoder:
         """The trained model as an :class:`~harness.encoders.base.Encoder` (``kwargs`` go to HFEncoder)."""

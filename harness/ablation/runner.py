@@ -13,8 +13,9 @@ Results layout under ``results_root``::
 
 Every directory is written atomically and finished cells are never redone, so a
 killed run resumes where it stopped, and ``--shard i/n`` lets several machines that
-share ``results_root`` split the cells.  The table is produced once every cell of the
-suite has a result.
+share ``results_root`` split the cells.  Each train cell, eval cell and dependency is claimed
+(:mod:`harness.io.claims`) while it is worked on: concurrent runs wait for it and reuse it.
+The table is produced once every cell of the suite has a result.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from harness.ablation.validate import validate_plan
 from harness.benchmark import LoadedBenchmark
 from harness.errors import ConfigError
 from harness.io import atomic_write_json, atomic_write_text
+from harness.io.claims import claim
 from harness.protocol import assert_comparable
 from harness.store import is_result_dir, load_result
 
@@ -102,17 +104,25 @@ class SuiteRun:
         """Train one cell (or load its finished checkpoint); None for untrained variants."""
         if not cell.trains:
             return None
-        from harness.method import get_method
         from harness.train.result import Checkpoint
 
         workdir = self.train_dir(cell)
         if (workdir / "done.json").exists():
             return Checkpoint.load(workdir)
+        # Held while the cell trains (its dependencies too): another `harness run`, shard or executor on
+        # this results root waits here and then loads the finished run instead of training it again.
+        with claim(workdir, f"training cell {cell.variant.id}"):
+            if (workdir / "done.json").exists():
+                return Checkpoint.load(workdir)
+            return self._train_claimed(cell, workdir)
+
+    def _train_claimed(self, cell: TrainCell, workdir: Path):
         if self.config.dry_run_only and not _has_gpu():
             raise ConfigError(f"scale {self.scale!r} of suite {self.suite.name!r} is a GPU configuration: "
                               "use --dry-run here, or run it on GPUs with accelerate launch")
         from harness.ablation.resolve import require_resolved
         from harness.data.collections import load_training_data
+        from harness.method import get_method
 
         require_resolved(cell.data_entries, f"cell {cell.variant.id}: training data")
 
@@ -127,11 +137,17 @@ class SuiteRun:
 
     def evaluate(self, cell: EvalCell, ckpt=None) -> Path:
         """Evaluate one (training cell, benchmark) pair unless its result exists."""
-        from harness.pipeline import ModelSpec, evaluate_model
-
         out = self.eval_dir(cell)
         if self.is_evaluated(cell):
             return out
+        with claim(out, f"evaluating {cell.train.variant.id} on {cell.benchmark.id}"):
+            if not self.is_evaluated(cell):     # a process we waited for may have stored it
+                self._evaluate_claimed(cell, out, ckpt)
+        return out
+
+    def _evaluate_claimed(self, cell: EvalCell, out: Path, ckpt) -> None:
+        from harness.pipeline import ModelSpec, evaluate_model
+
         tc = cell.train
         if tc.trains:
             from harness.method import get_method
@@ -146,7 +162,6 @@ class SuiteRun:
                        extra_manifest={"cell": {"suite": self.suite.name, "scale": self.scale,
                                                 "variant": tc.variant.id, "train_key": tc.key,
                                                 "benchmark": cell.benchmark.id, "train_config": tc.config}})
-        return out
 
     def run_cell(self, cell: TrainCell) -> None:
         """Train one cell and evaluate it on every benchmark."""
@@ -171,11 +186,13 @@ class SuiteRun:
         table = self._table(report)
         markdown, latex = render_markdown(table), render_latex(table)
         summary = self._summary(report, results)
-        atomic_write_text(self.report_dir / "table.md", markdown)
-        atomic_write_text(self.report_dir / "table.tex", latex)
-        atomic_write_json(self.report_dir / "comparisons.json", report.to_dict())
-        atomic_write_json(self.report_dir / SUMMARY_FILE, summary)
-        self._link_results()
+        # Two processes finishing the same suite would race to rename the result links into place.
+        with claim(self.report_dir, f"tables of {self.suite.name} ({self.scale})"):
+            atomic_write_text(self.report_dir / "table.md", markdown)
+            atomic_write_text(self.report_dir / "table.tex", latex)
+            atomic_write_json(self.report_dir / "comparisons.json", report.to_dict())
+            atomic_write_json(self.report_dir / SUMMARY_FILE, summary)
+            self._link_results()
         return SuiteOutcome(self.suite.name, self.scale, self.report_dir, True, markdown, latex, summary)
 
     def _link_results(self) -> None:

@@ -114,11 +114,12 @@ def test_chain_shares_the_baseline_and_transfers_stage1_weights(tmp_path, tiny):
     info = json.loads((ckpt.workdir / "method" / "transfer.json").read_text())
     assert info["learned"] == learned and info["sampling"] == pytest.approx(learned)
     assert info["stage1_run"] == str(s1_dir)
-    assert len(list(cells.iterdir())) == 2                             # uniform + tdro-weights, nothing else
+    runs = sorted(p for p in cells.iterdir() if p.is_dir())            # beside each run: its claim file
+    assert len(runs) == 2                                              # uniform + tdro-weights, nothing else
     # a second transfer of the same measurement reuses stage 1 (and so the reference)
     top = get_method("tdro")
     top.cells_root = cells
     top.train(spec.replace(method_options={"transfer": "top", "percent": 70}), data, tmp_path / "top")
-    assert len(list(cells.iterdir())) == 2
+    assert sorted(p for p in cells.iterdir() if p.is_dir()) == runs
     ref = TrainSpec.from_dict(s1.method_options["reference"])
     assert Method.run_key("uniform", ref, data) == base_dir.name
