@@ -11,12 +11,17 @@ well before that the decisions depend on the draws.
 1/20 of ``alpha / m``; the count is the configured ``resamples`` raised to that
 bound, rounded up to one significant digit (194,400 -> 200,000).  When the bound
 exceeds ``max_resamples`` the run is refused with the numbers (use a smaller
-family, a larger cap, or the t-test).  Exact enumeration (few non-zero
+family, a larger cap, or the t-test).  Decisions whose p sits so close to its
+corrected threshold that Monte Carlo error could flip them (Clopper-Pearson
+99.9% interval on both sides) are redrawn with 10x the resamples, up to
+``max_resamples`` (:func:`harness.stats.suite.unsettled_decisions`).  Exact enumeration (few non-zero
 differences) and the t-test have no floor.
 """
 from __future__ import annotations
 
 import math
+
+from scipy import stats as _scipy_stats
 
 from harness.errors import ConfigError
 
@@ -52,6 +57,18 @@ def resamples_for_family(family_size: int, alpha: float, resamples: int,
             f"(max_resamples / --max-resamples), correct over smaller families (family 'metric' or 'dataset'), "
             f"or use the t-test")
     return chosen
+
+
+def monte_carlo_bounds(p_value: float, resamples: int | None, confidence: float = 0.999) -> tuple[float, float]:
+    """Clopper-Pearson interval of the true p behind a Monte Carlo ``p = (count + 1) / (B + 1)``."""
+    b = int(resamples or 0)
+    if b < 1:
+        return p_value, p_value
+    count = max(0, min(b, round(p_value * (b + 1)) - 1))
+    tail = (1.0 - confidence) / 2.0
+    low = 0.0 if count == 0 else float(_scipy_stats.beta.ppf(tail, count, b - count + 1))
+    high = 1.0 if count == b else float(_scipy_stats.beta.ppf(1.0 - tail, count + 1, b - count))
+    return low, high
 
 
 def floor_note(family_size: int, alpha: float, resamples: int, correction_name: str) -> str | None:

@@ -35,7 +35,7 @@ from harness.stats.aggregate import AGGREGATE_DESCRIPTIONS, AGGREGATE_METHODS, c
 from harness.stats.align import PairedScores, align
 from harness.stats.compare import DEFAULT_OPTIONS, Comparison, StatsOptions, compare_group
 from harness.stats.correction import CORRECTION_CONTROLS, CORRECTION_NAMES, CORRECTIONS, adjust_pvalues
-from harness.stats.floor import floor_note, resamples_for_family
+from harness.stats.floor import floor_note, monte_carlo_bounds, resamples_for_family
 
 FAMILIES = ("all", "metric", "dataset", "system")
 Family = str | Callable[[Comparison], Any]
@@ -60,6 +60,8 @@ class ComparisonReport:
     family: str = "all"
     aggregate_method: str = "pooled"
     test_resamples: int | None = None   # the test's B when a large family raised it above options.resamples
+    # Comparisons whose decision is still within Monte Carlo error of its threshold at max_resamples.
+    unsettled: list[Comparison] = field(default_factory=list)
 
     def get(self, system: str, metric: str, dataset: str | None = None) -> Comparison:
         for c in self.comparisons:
@@ -80,6 +82,12 @@ class ComparisonReport:
         note = self.floor_note()
         if note:
             lines.append(note)
+        if self.unsettled:
+            names = "; ".join(f"{c.system} on {c.metric}" + (f" ({c.dataset})" if c.dataset else "")
+                              for c in self.unsettled)
+            lines.append(f"Warning: {len(self.unsettled)} decision(s) lie within Monte Carlo error of their corrected "
+                         f"threshold even at B={self.options.max_resamples} (another seed may decide them the "
+                         f"other way): {names}.")
         if self.aggregates:
             lines.append(f"Aggregates: {AGGREGATE_DESCRIPTIONS[self.aggregate_method]}.")
         missing = sum(c.missing_in_base + c.missing_in_system for c in self.comparisons)
@@ -89,7 +97,7 @@ class ComparisonReport:
 
     def floor_note(self) -> str | None:
         """The Monte Carlo floor note of a large family (family size and the B used), else ``None``."""
-        monte_carlo = [c for c in self.comparisons if "Monte Carlo" in c.test_method or "bootstrap (" in c.test_method]
+        monte_carlo = [c for c in self.comparisons if _is_monte_carlo(c)]
         if self.correction == "none" or not monte_carlo:
             return None
         size = max(c.family_size for c in self.comparisons)
@@ -115,6 +123,7 @@ class ComparisonReport:
                         "test_resamples": self.test_resamples or self.options.resamples},
             "description": self.describe(),
             "comparisons": [c.to_dict() for c in self.comparisons],
+            "unsettled": [[c.dataset, c.system, c.metric] for c in self.unsettled],
         }
 
 
@@ -211,23 +220,69 @@ def compare_suite(results: SuiteResults, metrics: Sequence[str], *,
     order += [(name, system, metric) for name in (aggregates or {}) for system in others for metric in metrics]
     test_b = _test_resamples(order, {a: aggregate_method for a in aggregates or {}}, baseline, options, correction,
                              alpha, family)
+    members_of = {name: list(members) for name, members in (aggregates or {}).items()}
+
+    def run(where: Any, metric: str, systems: Sequence[str], b: int) -> dict[str, Comparison]:
+        if where in members_of:
+            return compare_aggregate_group({s: {d: pairs[(d, s, metric)] for d in members_of[where]} for s in systems},
+                                           name=where, metric=metric, baseline=baseline, method=aggregate_method,
+                                           options=options, resamples=b)
+        return compare_group({s: pairs[(where, s, metric)] for s in systems}, metric=metric, baseline=baseline,
+                             dataset=where, options=options, resamples=b)
+
     done: dict[tuple[Any, str, str], Comparison] = {}
-    for dataset in datasets:
+    for where in [*datasets, *members_of]:
         for metric in metrics:
-            group = compare_group({s: pairs[(dataset, s, metric)] for s in others}, metric=metric, baseline=baseline,
-                                  dataset=dataset, options=options, resamples=test_b)
-            done.update({(dataset, s, metric): c for s, c in group.items()})
-    for name, members in (aggregates or {}).items():
-        for metric in metrics:
-            group = compare_aggregate_group({s: {d: pairs[(d, s, metric)] for d in members} for s in others},
-                                            name=name, metric=metric, baseline=baseline, method=aggregate_method,
-                                            options=options, resamples=test_b)
-            done.update({(name, s, metric): c for s, c in group.items()})
+            done.update({(where, s, metric): c for s, c in run(where, metric, others, test_b).items()})
     comparisons = [done[key] for key in order]
+    # Monte Carlo decisions too close to their threshold to trust are redrawn with 10x the resamples (the
+    # streams extend each other), until settled or at the cap.
+    b = test_b
+    while options.test != "ttest" and b < options.max_resamples and correction != "none":
+        pending = [order[i] for i in unsettled_decisions(comparisons, correction, family, alpha)]
+        if not pending:
+            break
+        b = min(10 * b, options.max_resamples)
+        redo: dict[tuple[Any, str], list[str]] = {}
+        for where, system, metric in pending:
+            redo.setdefault((where, metric), []).append(system)
+        for (where, metric), systems in redo.items():
+            done.update({(where, s, metric): c for s, c in run(where, metric, systems, b).items()})
+        comparisons = [done[key] for key in order]
+    unsettled: list[Comparison] = []
+    if options.test != "ttest" and correction != "none":
+        unsettled = [comparisons[i] for i in unsettled_decisions(comparisons, correction, family, alpha)]
     family_name = apply_correction(comparisons, correction, family)
     return ComparisonReport(comparisons, baseline, [baseline, *others], list(metrics), datasets,
                             {k: list(v) for k, v in (aggregates or {}).items()}, options, correction, alpha,
-                            family_name, aggregate_method, test_b)
+                            family_name, aggregate_method, test_b, unsettled)
+
+
+def unsettled_decisions(comparisons: Sequence[Comparison], correction: str, family: Family, alpha: float,
+                        confidence: float = 0.999) -> list[int]:
+    """Indices of Monte Carlo comparisons whose decision could change with more draws.
+
+    Every Monte Carlo p is replaced by the lower, then the upper end of its
+    Clopper-Pearson interval (``confidence``); a comparison whose corrected decision
+    differs between the two is unsettled.  Exact and t-test p-values are fixed.
+    """
+    low, high = [], []
+    for c in comparisons:
+        lo, hi = monte_carlo_bounds(c.p_value, c.resamples, confidence) if _is_monte_carlo(c) else (c.p_value,) * 2
+        low.append(lo)
+        high.append(hi)
+    index = {id(c): i for i, c in enumerate(comparisons)}
+    out: list[int] = []
+    for group in family_groups(comparisons, family)[1].values():
+        members = [index[id(c)] for c in group]
+        adj_low = adjust_pvalues([low[i] for i in members], correction)
+        adj_high = adjust_pvalues([high[i] for i in members], correction)
+        out += [i for i, a, b in zip(members, adj_low, adj_high) if (a < alpha) != (b < alpha)]
+    return sorted(out)
+
+
+def _is_monte_carlo(c: Comparison) -> bool:
+    return "Monte Carlo" in c.test_method or "bootstrap (" in c.test_method
 
 
 def _test_resamples(order: Sequence[tuple[Any, str, str]], aggregate_methods: dict[str, str], baseline: str,
