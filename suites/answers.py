@@ -11,7 +11,11 @@ spaces:
    are removed, so a vocalised answer matches unvocalised text;
 3. every punctuation or symbol character (Unicode categories ``P*`` and ``S*``)
    becomes a space, like SQuAD's ``remove_punc`` but for all scripts (``，``,
-   ``。``, ``「」``, ``؟`` included);
+   ``。``, ``「」``, ``؟`` included), except what makes a number: a decimal point or
+   thousands separator between two digits (``.`` ``,`` and the Arabic ``٫`` ``٬``) and
+   the percent sign (``%``, ``٪``; a space between a number and it is dropped).  So
+   ``3.5`` is not ``3, 5``, ``10,000`` does not contain ``10`` and ``18%`` is not found
+   in ``18 July 2000`` (SQuAD's rule, which drops them, matches all three);
 4. English articles (``a``, ``an``, ``the``) are removed when the language is
    English, as DPR and MKQA do;
 5. runs of whitespace collapse to one space, and whitespace next to a character of
@@ -19,8 +23,9 @@ spaces:
    is dropped, so ``北京 市`` and ``北京市`` normalise alike.
 
 Containment then requires the occurrence to sit on token boundaries in spaced
-scripts (``"art"`` is not found in ``"party"``), while inside unspaced scripts
-every character position is a boundary.  So ``北京`` *is* found in
+scripts (``"art"`` is not found in ``"party"``; a percent sign also ends a token, so
+``"30"`` is found in ``"30%"``), while inside unspaced scripts every character
+position is a boundary.  So ``北京`` *is* found in
 ``中国的首都是北京，…`` (the DPR ``SimpleTokenizer`` treats the whole Han run as one
 token and misses it), ``กรุงเทพ`` is found in ``…คือกรุงเทพมหานคร``, and mixed answers
 such as ``2017 5月 18`` work too.
@@ -35,11 +40,16 @@ from functools import lru_cache
 import numpy as np
 
 # Recorded in protocol cards: change the version whenever the rules above change.
-NORMALIZER_ID = "nfkc-casefold-nopunct-articles(en)-unspaced-substring/v1"
+NORMALIZER_ID = "nfkc-casefold-nopunct-numbers-articles(en)-unspaced-substring/v2"
 
 _ARABIC_MARKS = re.compile("[\u064B-\u065F\u0670\u0640]")
 _ENGLISH_ARTICLES = re.compile(r"(?<!\S)(?:a|an|the)(?!\S)")
 _SPACES = re.compile(r"\s+")
+# Kept inside numbers: a decimal point / thousands separator between two digits (ASCII, and
+# the Arabic decimal and thousands separators, which NFKC leaves alone), and percent signs.
+_NUMBER_SEPARATOR = re.compile(r"(?<=\d)[.,\u066B\u066C](?=\d)")
+_PERCENT = frozenset("%\u066A")  # NFKC already folds the full-width and small forms to "%"
+_SPACE_BEFORE_PERCENT = re.compile(r"(?<=\d) (?=[%\u066A])")
 
 # Scripts written without spaces between words (code point ranges).
 _UNSPACED_RANGES = (
@@ -78,11 +88,20 @@ def normalize_answer(text: str, lang: str | None = "en") -> str:
         return ""
     text = unicodedata.normalize("NFKC", text).casefold()
     text = _ARABIC_MARKS.sub("", text)
-    text = "".join(" " if _is_punct_or_symbol(ch) else ch for ch in text)
+    text = _punctuation_to_spaces(text)
     text = _SPACES.sub(" ", text).strip()
+    if "%" in text or "\u066A" in text:
+        text = _SPACE_BEFORE_PERCENT.sub("", text)  # "18 %" (French typography) is "18%"
     if lang is None or lang.lower().startswith("en"):
         text = _SPACES.sub(" ", _ENGLISH_ARTICLES.sub(" ", text)).strip()
     return _drop_spaces_near_unspaced(text)
+
+
+def _punctuation_to_spaces(text: str) -> str:
+    """Rule 3: punctuation and symbols become spaces, except number separators and percent signs."""
+    keep = {m.start() for m in _NUMBER_SEPARATOR.finditer(text)}
+    return "".join(ch if ch in _PERCENT or (keep and i in keep) else " " if _is_punct_or_symbol(ch) else ch
+                   for i, ch in enumerate(text))
 
 
 def _drop_spaces_near_unspaced(text: str) -> str:
@@ -105,7 +124,8 @@ def _boundary(text: str, left: int, right: int) -> bool:
     if left < 0 or right >= len(text):
         return True
     a, b = text[left], text[right]
-    return a == " " or b == " " or is_unspaced_char(a) or is_unspaced_char(b)
+    # A percent sign ends a number token: "30" is found in "30%" (but "30%" is not in "30").
+    return a == " " or b == " " or is_unspaced_char(a) or is_unspaced_char(b) or b in _PERCENT
 
 
 def contains_normalized(passage: str, answer: str) -> bool:

@@ -125,6 +125,66 @@ def test_unspaced_char_classification():
     assert not any(is_unspaced_char(c) for c in "aZ9عд ")
 
 
+# ---------------------------------------------------------------- numbers: decimals, thousands, percent
+def squad_style_has_answer(passage: str, answer: str) -> bool:
+    """The rule before v2 (SQuAD's remove_punc for every script): all punctuation and symbols dropped."""
+    import unicodedata
+
+    def norm(text: str) -> str:
+        text = unicodedata.normalize("NFKC", text).casefold()
+        return " ".join("".join(" " if unicodedata.category(c)[0] in "PS" else c for c in text).split())
+
+    return f" {norm(answer)} " in f" {norm(passage)} "
+
+
+@pytest.mark.parametrize("passage, answer", [
+    ("She was born on 18 July 2000 in Leeds.", "18%"),
+    ("The city has about 10,000 inhabitants.", "10%"),
+    ("Scores of 3, 5 and 7 were given.", "3.5"),
+    ("The population passed 10,000 in 1950.", "10"),      # a thousands separator is not a boundary
+    ("The rate rose to 3.5 percent.", "3"),
+    ("It cost 1.999,50 euros.", "999"),
+])
+def test_numbers_do_not_match_other_numbers(passage, answer):
+    assert squad_style_has_answer(passage, answer)          # the old rule matched: the test bites
+    assert not has_answer(passage, [answer], "en")
+
+
+@pytest.mark.parametrize("passage, answer, lang", [
+    ("Turnout rose to 18% in 2019.", "18%", "en"),
+    ("Le taux atteint 18 % en 2019.", "18%", "fr"),         # space before % (French typography)
+    ("Turnout rose to 18 % in 2019.", "18 %", "en"),
+    ("The rate was 3.5 percent.", "3.5", "en"),
+    ("About 10,000 people came.", "10,000", "en"),
+    ("Born in 1984.", "1984", "en"),                        # a sentence-final period is still a boundary
+    ("Up to 30% of girls were affected.", "30", "en"),      # a percent sign ends the number token
+    ("Values: 3, 5.", "3", "en"),
+    ("该市人口增长了18%。", "18%", "zh"),
+    ("该市人口增长了１８％。", "18%", "zh"),                 # NFKC: full-width digits and percent sign
+    ("利率为3.5%，高于去年。", "3.5%", "zh"),
+    ("アップルの売上は10,000台でした", "10,000", "ja"),
+    ("อัตราเงินเฟ้อคือ3.5%ในปีนี้", "3.5%", "th"),
+    ("بلغت النسبة ٣٫٥٪ هذا العام", "٣٫٥٪", "ar"),           # Arabic decimal separator and percent sign
+])
+def test_numbers_with_separators_and_percent_still_match(passage, answer, lang):
+    assert has_answer(passage, [answer], lang)
+
+
+def test_number_normalisation():
+    assert normalize_answer("18 %", "en") == normalize_answer("18%", "en") == "18%"
+    assert normalize_answer("1,000,000.25", "en") == "1,000,000.25"
+    assert normalize_answer("3, 5", "en") == "3 5"
+    assert normalize_answer("U.S.A.", "en") == "u s"                      # periods between letters: unchanged
+    assert normalize_answer("v1.2.3-rc", "en") == "v1.2.3 rc"
+    assert normalize_answer("18%", "zh") == normalize_answer("１８％", "zh") == "18%"
+    assert not has_answer("中国的首都是北京。", ["18%"], "zh")
+    assert not has_answer("Up to 30 of them.", ["30%"], "en")            # ... but is part of the answer
+    assert not has_answer("Kenyans aged 9–18. The Ministry", ["18%"], "en")  # measured false hit of v1 (XQuAD)
+    from suites.answers import NORMALIZER_ID
+
+    assert NORMALIZER_ID.endswith("/v2")
+
+
 # ---------------------------------------------------------------- accuracy@k
 def test_accuracy_at_k_hand_computed():
     doc_ids = ["d1", "d2", "d3", "d4"]
@@ -153,7 +213,8 @@ def test_matcher_rejects_unknown_documents():
 def test_english_containment_agrees_with_dpr_rule(shared_data):
     """On English passages the result equals DPR's has_answer (token-sequence match after NFD and
     lowercasing, tokens = runs of letters/digits/marks or single other characters) except where our
-    normalisation is more lenient (articles, punctuation); a DPR hit is always ours too."""
+    normalisation is more lenient (articles, punctuation); a DPR hit is ours too on these passages
+    (ours is stricter only inside numbers: DPR finds "10" in "10,000", which does not occur here)."""
     regex = pytest.importorskip("regex")
     import unicodedata
 
