@@ -190,3 +190,17 @@ def test_scifact_reproduces_pyserini_with_either_tie_rule(shared_data, tmp_path)
     loaded.card = loaded.card.with_(metrics=("ndcg@10",))
     for ties, run in runs.items():
         assert get_suite("beir").evaluate(loaded, run).aggregate["ndcg@10"] == pytest.approx(0.6789, abs=5e-5), ties
+
+
+@pytest.mark.needs_shared
+def test_suite_files_select_the_tie_rule_as_a_benchmark_option(shared_data):
+    """A suite file's benchmark ``options: {bm25_ties: pyserini}`` reaches the card through suite.load."""
+    from harness.benchmark import get_suite
+
+    suite = get_suite("miracl")
+    folder = shared_data / "miracl-dev-subset" / "te"
+    options = suite.parse_options({"bm25_ties": "pyserini"})
+    assert suite.load(folder, **options).card.bm25_ties == "pyserini"
+    assert suite.load(folder).card.bm25_ties == "trec_eval"
+    with pytest.raises(ConfigError, match="bm25_ties must be one of"):
+        suite.load(folder, bm25_ties="descending")
