@@ -19,10 +19,10 @@ carries the noise of the load.
 from __future__ import annotations
 
 import os
-import time
 
 import numpy as np
 import pytest
+from benchutil import interleaved_rounds
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.benchmark, pytest.mark.slow]
@@ -30,21 +30,8 @@ MAX_RATIO = 1.1
 
 
 def interleaved(benchmark, reference, candidate, rounds: int) -> dict:
-    ref_times: list[float] = []
-    cand_times: list[float] = []
-
-    def timed_reference():
-        started = time.perf_counter()
-        reference()
-        ref_times.append(time.perf_counter() - started)
-
-    def timed_candidate():
-        started = time.perf_counter()
-        candidate()
-        cand_times.append(time.perf_counter() - started)
-
     reference(), candidate()                                            # warm-up
-    benchmark.pedantic(timed_candidate, setup=timed_reference, rounds=rounds, iterations=1)
+    _, ref_times, cand_times = interleaved_rounds(benchmark, reference, candidate, rounds)
     ratios = [c / r for c, r in zip(cand_times, ref_times)]
     info = {"vanilla_s": ref_times, "peg_s": cand_times, "ratio_median": round(float(np.median(ratios)), 4),
             "ratio_best": round(min(cand_times) / min(ref_times), 4)}

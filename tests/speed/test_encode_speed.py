@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 import pytest
+from benchutil import interleaved_rounds, speed_ratios
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -55,26 +56,10 @@ def test_encode_docs_throughput_vs_sentence_transformers(benchmark, scifact_corp
     np.testing.assert_allclose(ours.encode_docs(texts[:BATCH_SIZE], progress=False),
                                reference.encode(texts[:BATCH_SIZE], batch_size=BATCH_SIZE, normalize_embeddings=True),
                                atol=1e-5)
-    reference_times: list[float] = []
-    ours_times: list[float] = []
-
-    def timed_reference():
-        started = time.perf_counter()
-        reference_encode()
-        reference_times.append(time.perf_counter() - started)
-
-    def timed_ours():
-        started = time.perf_counter()
-        out = ours_encode()
-        ours_times.append(time.perf_counter() - started)
-        return out
-
-    result = benchmark.pedantic(timed_ours, setup=timed_reference, rounds=ROUNDS, iterations=1)
+    result, reference_times, ours_times = interleaved_rounds(benchmark, reference_encode, ours_encode, ROUNDS)
     assert result.shape == (N_TEXTS, 384)
-    ratio = min(reference_times) / min(ours_times)
     # Each round times both back to back, so per-round ratios are robust to load that drifts between rounds.
-    paired = [r / o for r, o in zip(reference_times, ours_times)]
-    median_ratio = float(np.median(paired))
+    ratio, median_ratio = speed_ratios(reference_times, ours_times)
     benchmark.extra_info.update({
         "texts": N_TEXTS, "batch_size": BATCH_SIZE, "max_length": MAX_LENGTH, "torch_threads": torch.get_num_threads(),
         "ours_s": ours_times, "sentence_transformers_s": reference_times,

@@ -8,10 +8,10 @@ the per-round ratios is reported too.  Both return CPU sparse results (ours CSR,
 from __future__ import annotations
 
 import os
-import time
 
 import numpy as np
 import pytest
+from benchutil import interleaved_rounds, speed_ratios
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -51,24 +51,10 @@ def test_sparse_encode_throughput_vs_sparse_encoder(benchmark, scifact_passages,
     np.testing.assert_allclose(ours.encode_docs(texts[:BATCH_SIZE], progress=False).to_dense(),
                                reference.encode_document(texts[:BATCH_SIZE], batch_size=BATCH_SIZE,
                                                          convert_to_tensor=True).to_dense().numpy(), atol=1e-4)
-    reference_times: list[float] = []
-    ours_times: list[float] = []
-
-    def timed_reference():
-        started = time.perf_counter()
-        reference_encode()
-        reference_times.append(time.perf_counter() - started)
-
-    def timed_ours():
-        started = time.perf_counter()
-        out = ours.encode_docs(texts, progress=False)
-        ours_times.append(time.perf_counter() - started)
-        return out
-
-    result = benchmark.pedantic(timed_ours, setup=timed_reference, rounds=ROUNDS, iterations=1)
+    result, reference_times, ours_times = interleaved_rounds(
+        benchmark, reference_encode, lambda: ours.encode_docs(texts, progress=False), ROUNDS)
     assert len(result) == N_TEXTS
-    ratio = min(reference_times) / min(ours_times)
-    median_ratio = float(np.median([r / o for r, o in zip(reference_times, ours_times)]))
+    ratio, median_ratio = speed_ratios(reference_times, ours_times)
     benchmark.extra_info.update({
         "texts": N_TEXTS, "batch_size": BATCH_SIZE, "max_length": MAX_LENGTH, "torch_threads": torch.get_num_threads(),
         "ours_s": ours_times, "sparse_encoder_s": reference_times,
