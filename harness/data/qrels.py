@@ -19,7 +19,6 @@ import numpy as np
 
 from harness.data.grouped import QueryGrouped
 from harness.data.ids import as_id_array
-from harness.data.trec_fast import read_qrels_columns
 from harness.errors import InputError
 from harness.io import atomic_write
 from harness.io.readers import (
@@ -103,6 +102,9 @@ def read_qrels(path: str | Path, fmt: str = "auto") -> Qrels:
     the line of every problem.
     """
     path = check_input_file(path, "qrels file")
+    # Imported here: pyarrow costs ~30 ms, paid only by commands that read TREC files.
+    from harness.data.trec_fast import read_qrels_columns
+
     columns = read_qrels_columns(path, fmt)
     if columns is not None:
         try:

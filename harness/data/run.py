@@ -17,7 +17,6 @@ import numpy as np
 
 from harness.data.grouped import QueryGrouped
 from harness.data.ids import as_id_array, factorize_grouped, hash_ids
-from harness.data.trec_fast import read_run_columns
 from harness.errors import InputError
 from harness.io import atomic_write
 from harness.io.readers import (
@@ -203,6 +202,9 @@ def read_run(path: str | Path, name: str | None = None) -> Run:
     prefix of (``1_000``, ``0.5x``) is refused, and so is a non-finite score.
     """
     path = check_input_file(path, "run file")
+    # Imported here: pyarrow costs ~30 ms, paid only by commands that read TREC files.
+    from harness.data.trec_fast import read_run_columns
+
     columns = read_run_columns(path)
     if columns is not None:
         try:
