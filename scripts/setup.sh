@@ -45,3 +45,13 @@ if [ "$DEV" = 1 ] && ! command -v pdflatex >/dev/null 2>&1; then
     echo "warning: pdflatex not found; install TeX (e.g. texlive-latex-recommended) for the LaTeX test" >&2
   fi
 fi
+
+if [ "$DEV" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
+  # The HTML report's browser test (tests/reports/test_html_browser.py) drives Debian's Chromium
+  # through Playwright (its own browser download is not used).
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  else
+    echo "warning: chromium not found; install it (e.g. apt-get install chromium) for the HTML browser test" >&2
+  fi
+fi
