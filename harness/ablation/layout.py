@@ -28,6 +28,12 @@ stored (e.g. ``acc@100`` of an MKQA-protocol set), not only the suite's ``metric
 Weights layouts read ``<training cell>/method/weights.json`` (``{dataset: weight}``,
 the sampling weights a method used or learned); a run without that file sampled
 its sources uniformly (from ``run.json``).
+
+Other kinds are plug-ins: a :class:`LayoutKind` subclass registered in :data:`LAYOUT_KINDS`
+(modules of the package ``reports.layouts``, the entry point group
+``retrieval_harness.layout_kinds``, or a ``module:Class`` reference as ``kind:``).  A kind
+reads its own settings from the layout's ``options:`` mapping (per scale:
+``scales: {small: {options: ...}}`` updates it) and may also draw a figure.
 """
 from __future__ import annotations
 
@@ -40,9 +46,48 @@ from harness.ablation.paths import SUMMARY_FILE, cell_result_dir, report_dir
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError, InputError
 from harness.io.readers import read_json_object
+from harness.registry import Registry
 from harness.store import load_result
 
-KINDS = ("results", "weights")
+
+class LayoutKind:
+    """A kind of table layout a suite file can declare with ``kind:``.
+
+    ``columns`` says what its ``columns:`` entries are: ``"benchmark"`` ({benchmark, metric,
+    group, label} mappings, checked here) or ``"variant"`` (variant ids).  Subclasses check their
+    ``options`` in :meth:`check` (raise ConfigError naming the problem) and build the table from a
+    finished suite in :meth:`render`; :meth:`figure` returns a matplotlib figure or None.
+    """
+
+    name: str = ""
+    columns: str = "benchmark"
+    needs_rows: bool = False           # a results-style layout: rows default to every variant
+
+    def check(self, layout: TableLayout, suite: AblationSuite, scale: str) -> None:
+        """Refuse bad ``options`` (the columns and rows are checked already)."""
+        if layout.options:
+            raise ConfigError(f"layout {layout.name!r} of kind {layout.kind!r} takes no options, got "
+                              f"{', '.join(sorted(layout.options))}")
+
+    def render(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
+        raise NotImplementedError
+
+    def figure(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
+        return None
+
+
+def _set_kind_name(name: str, cls: type[LayoutKind]) -> None:
+    cls.name = name
+
+
+LAYOUT_KINDS: Registry[type[LayoutKind]] = Registry(
+    "table layout kind", builtins=("reports.layouts",), group="retrieval_harness.layout_kinds",
+    check=lambda obj: isinstance(obj, type) and issubclass(obj, LayoutKind), on_register=_set_kind_name)
+
+
+def register_layout_kind(name: str):
+    """Class decorator: ``@register_layout_kind("tradeoff")`` on a :class:`LayoutKind` subclass."""
+    return LAYOUT_KINDS.decorator(name)
 
 
 @dataclass
@@ -67,6 +112,7 @@ class TableLayout:
     columns: list[LayoutColumn]
     rows: list[LayoutRowGroup] = field(default_factory=list)
     decimals: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)   # settings of a plug-in kind
 
 
 def layout_names(suite: AblationSuite) -> tuple[list[str], str | None]:
@@ -88,26 +134,40 @@ def load_layout(suite: AblationSuite, scale: str, name: str | None = None) -> Ta
     raw = suite.raw["table"]["layouts"][name]
     if not isinstance(raw, dict):
         raise ConfigError(f"{where} {name!r} must be a mapping")
-    kind = raw.get("kind", "results")
-    if kind not in KINDS:
-        raise ConfigError(f"{where} {name!r}: unknown kind {kind!r}; kinds: {', '.join(KINDS)}")
+    kind = str(raw.get("kind", "results"))
+    try:
+        kind_impl = layout_kind(kind)
+    except ConfigError as exc:
+        raise ConfigError(f"{where} {name!r}: {exc}") from None
     per_scale = (raw.get("scales") or {}).get(scale, {})
     columns_raw = per_scale.get("columns", raw.get("columns"))
     if not columns_raw:
         raise ConfigError(f"{where} {name!r} has no columns at scale {scale!r}")
     variant_ids = {v.id for v in suite.variants}
-    columns = [_column(c, kind, variant_ids, f"{where} {name!r}") for c in columns_raw]
+    columns = [_column(c, kind_impl.columns, variant_ids, f"{where} {name!r}") for c in columns_raw]
     rows = [_row_group(r, variant_ids, f"{where} {name!r}") for r in (raw.get("rows") or [])]
-    if kind == "results" and not rows:
+    if kind_impl.needs_rows and not rows:
         rows = [LayoutRowGroup(None, [v.id for v in suite.variants])]
-    return TableLayout(name, kind, str(per_scale.get("caption", raw.get("caption", ""))), columns, rows,
-                       raw.get("decimals"))
+    options = raw.get("options") or {}
+    scale_options = per_scale.get("options") or {}
+    if not isinstance(options, dict) or not isinstance(scale_options, dict):
+        raise ConfigError(f"{where} {name!r}: 'options' must be a mapping")
+    layout = TableLayout(name, kind, str(per_scale.get("caption", raw.get("caption", ""))), columns, rows,
+                         raw.get("decimals"), {**options, **scale_options})
+    kind_impl.check(layout, suite, scale)
+    return layout
 
 
-def _column(raw: Any, kind: str, variant_ids: set[str], where: str) -> LayoutColumn:
-    if kind == "weights":
+def layout_kind(name: str) -> LayoutKind:
+    """A fresh instance of the layout kind ``name`` (built-in, plug-in or ``module:Class``)."""
+    kind: LayoutKind = LAYOUT_KINDS.create(name)
+    return kind
+
+
+def _column(raw: Any, columns: str, variant_ids: set[str], where: str) -> LayoutColumn:
+    if columns == "variant":
         if not isinstance(raw, str) or raw not in variant_ids:
-            raise ConfigError(f"{where}: weights columns are variant ids, got {raw!r}")
+            raise ConfigError(f"{where}: the columns of this layout are variant ids, got {raw!r}")
         return LayoutColumn(raw)
     if not isinstance(raw, dict) or not {"benchmark", "metric"} <= set(raw):
         raise ConfigError(f"{where}: a column needs 'benchmark' and 'metric', got {raw!r}")
@@ -299,21 +359,55 @@ def _dataset_order(weights: dict[str, dict[str, float]], variants: list[str]) ->
     return sorted(names, key=lambda n: -varying.get(n, 0.0))
 
 
+@register_layout_kind("results")
+class ResultsLayout(LayoutKind):
+    """Variants as rows, (benchmark or aggregate, metric) as columns, markers against the baseline."""
+
+    needs_rows = True
+
+    def render(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
+        return results_table(suite, scale, results_root, layout)
+
+
+@register_layout_kind("weights")
+class WeightsLayout(LayoutKind):
+    """Datasets as rows, one column per variant: the sampling weights each run used or learned."""
+
+    columns = "variant"
+
+    def render(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
+        return weights_table(suite, scale, results_root, layout)
+
+    def figure(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
+        return _weights_figure(suite, scale, results_root, layout)
+
+
 def render_layout(suite: AblationSuite, scale: str, results_root: str | Path, name: str | None = None):
     """The table of layout ``name`` (default layout if None) at ``scale``."""
     layout = load_layout(suite, scale, name)
-    if layout.kind == "weights":
-        return weights_table(suite, scale, results_root, layout)
-    return results_table(suite, scale, results_root, layout)
+    return layout_kind(layout.kind).render(suite, scale, results_root, layout)
+
+
+def layout_figure(suite: AblationSuite, scale: str, results_root: str | Path, name: str | None = None):
+    """The figure of layout ``name``; a kind that draws none is refused."""
+    layout = load_layout(suite, scale, name)
+    figure = layout_kind(layout.kind).figure(suite, scale, results_root, layout)
+    if figure is None:
+        raise ConfigError(f"layout {layout.name!r} is a {layout.kind} layout, which draws no figure")
+    return figure
 
 
 def weights_figure(suite: AblationSuite, scale: str, results_root: str | Path, name: str | None = None):
     """A grouped bar chart (like paper 000, Figure 3) of a weights layout's variants."""
-    from reports.plots import dataset_weight_figure
-
     layout = load_layout(suite, scale, name)
     if layout.kind != "weights":
         raise ConfigError(f"layout {layout.name!r} is a {layout.kind} layout; a figure needs a weights layout")
+    return _weights_figure(suite, scale, results_root, layout)
+
+
+def _weights_figure(suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout):
+    from reports.plots import dataset_weight_figure
+
     variants = [c.benchmark for c in layout.columns]
     weights = suite_weights(suite, scale, results_root, variants)
     labels = {v.id: v.label for v in suite.variants}

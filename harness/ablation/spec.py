@@ -153,8 +153,8 @@ SCALE_KEYS = ("model", "data", "train", "benchmarks", "aggregates", "dry_run_onl
 BENCHMARK_KEYS = ("id", "suite", "dataset_dir", "label", "options", "max_queries", "corpus_sample")
 DATA_KEYS = ("path", "domains", "max_rows", "split", "negatives_run", "max_negatives", "name", "metadata")
 TABLE_KEYS = ("default", "layouts")
-LAYOUT_KEYS = ("kind", "caption", "rows", "columns", "scales", "decimals")
-LAYOUT_SCALE_KEYS = ("columns", "caption")
+LAYOUT_KEYS = ("kind", "caption", "rows", "columns", "scales", "decimals", "options")
+LAYOUT_SCALE_KEYS = ("columns", "caption", "options")
 
 
 def closest(name: str, known: Any) -> str | None:

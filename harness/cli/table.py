@@ -7,7 +7,7 @@ exit status 0; a malformed table file exits 2).  ``harness table paper --list`` 
 
 ``harness table suite <suite> [--scale S] [--results-root DIR] [--layout NAME] --format latex|markdown``
 renders a finished suite's stored results in a layout declared in the suite file's ``table:``
-section (harness/ablation/layout.py); ``--figure STEM`` also writes a weights layout as a bar chart
+section (harness/ablation/layout.py); ``--figure STEM`` also writes the layout's figure (a weights layout: a bar chart)
 (``STEM.png`` and ``STEM.pdf``); ``--list`` names the suite's layouts.
 """
 from __future__ import annotations
@@ -120,7 +120,7 @@ def run_paper(args: argparse.Namespace) -> int:
 
 def run_suite_table(args: argparse.Namespace) -> int:
     from harness.ablation import load_suite
-    from harness.ablation.layout import layout_names, render_layout, weights_figure
+    from harness.ablation.layout import layout_figure, layout_names, render_layout
     from harness.io import atomic_write_text
     from reports.latex import render_latex
     from reports.markdown import render_markdown
@@ -139,6 +139,6 @@ def run_suite_table(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     if args.figure is not None:
-        paths = save_figure(weights_figure(suite, args.scale, args.results_root, args.layout), args.figure)
+        paths = save_figure(layout_figure(suite, args.scale, args.results_root, args.layout), args.figure)
         print("figure: " + ", ".join(map(str, paths)), file=sys.stderr)
     return 0
