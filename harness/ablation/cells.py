@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.ablation.resolve import require_resolved, resolve_data_entry, resolve_model
+from harness.ablation.resolve import require_resolved, resolve_data_entry, resolve_model, resolve_option_value
 from harness.ablation.spec import NO_TRAINING, AblationSuite, BenchmarkRef, Variant
 from harness.errors import ConfigError
 from harness.keys import content_key, train_run_config
@@ -62,6 +62,8 @@ def variant_train_overrides(suite: AblationSuite, variant: Variant, scale: str) 
     for layer in (cfg.train, variant.train, variant.scales.get(scale, {}).get("train", {})):
         overrides.update(layer)
     options = {**variant.options, **variant.scales.get(scale, {}).get("options", {})}
+    # Paths in options ({shared}/..., synthetic:...) resolve like the suite's data and model.
+    options = {k: resolve_option_value(v) for k, v in options.items()}
     if options:
         overrides["method_options"] = {**overrides.get("method_options", {}), **options}
     return overrides

@@ -101,3 +101,19 @@ def resolve_model(name: str) -> str:
     if not name.startswith(SYNTHETIC_PREFIX):
         return substitute(name)
     return resolve_synthetic_model(name)
+
+
+def resolve_option_value(value: Any) -> Any:
+    """Method options as a suite file writes them, with paths resolved: every string holding a
+    placeholder or a ``synthetic:`` reference (in lists and mappings too) becomes a real path; a
+    ``synthetic:<preset>/tiny-bert``-style name becomes the generated model's folder.  Other values
+    are returned unchanged.  (Methods key corpora and models by content, not by these paths.)"""
+    if isinstance(value, dict):
+        return {k: resolve_option_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve_option_value(v) for v in value]
+    if not isinstance(value, str) or not (_PLACEHOLDER.search(value) or value.startswith(SYNTHETIC_PREFIX)):
+        return value
+    if value.startswith(SYNTHETIC_PREFIX) and value.rsplit("/", 1)[-1] in TINY_MODEL_KINDS:
+        return resolve_model(value)
+    return str(resolve_path(value))
