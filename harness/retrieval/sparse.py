@@ -3,7 +3,11 @@
 * ``exact`` (the reference): float dot products with ``scipy.sparse``, queries in chunks
   against each cached shard, per-shard top-k merged;
 * ``lucene-impact``: Lucene impact search through Pyserini/Anserini over integer weights
-  (:mod:`harness.retrieval.impact`), quantised by a named rule (:data:`QUANTIZATIONS`).
+  (:mod:`harness.retrieval.impact`), quantised by a named rule (:data:`QUANTIZATIONS`);
+* ``seismic``: approximate search with Seismic (:mod:`harness.retrieval.seismic`, optional
+  extra), its parameters named options (``seismic:query_cut=20,heap_factor=0.9`` or
+  ``backend_options``); every seismic search also runs ``exact`` on the same weights and
+  records its recall against it (``recall_vs_exact``).
 
 A document that shares no term with the query scores 0 and is not retrieved (an inverted
 index never sees it), so both backends return only positive scores.
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,19 +35,40 @@ from harness.encoders.sparse_cache import CorpusSparse, encode_corpus_sparse
 from harness.encoders.sparse_vectors import SparseVectors
 from harness.errors import ConfigError
 from harness.retrieval.impact import DEFAULT_QUANTIZATION, QUANTIZATIONS, check_quantization, impact_search
+from harness.retrieval.seismic import check_options as check_seismic_options
+from harness.retrieval.seismic import parse_backend, recall_against, seismic_module, seismic_search
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("exact", "lucene-impact")
+BACKENDS = ("exact", "lucene-impact", "seismic")
 DEFAULT_BACKEND = "exact"
 PERCENTILES = (50, 90, 99)
 
 
-def check_backend(backend: str, quantization: str | None = None) -> None:
-    if backend not in BACKENDS:
-        raise ConfigError(f"unknown sparse retrieval backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+def check_backend(backend: str, quantization: str | None = None,
+                  options: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """Validate a backend (``name`` or ``name:key=value,...``), its quantisation and options before any
+    compute; returns the backend name and its full options (ConfigError listing the choices otherwise)."""
+    if not isinstance(backend, str):
+        raise ConfigError(f"sparse retrieval backend must be a name, got {backend!r}; choose one of "
+                          f"{', '.join(BACKENDS)}")
+    name, inline = parse_backend(backend)
+    if name not in BACKENDS:
+        raise ConfigError(f"unknown sparse retrieval backend {name!r}; choose one of {', '.join(BACKENDS)}")
     if quantization is not None:
         check_quantization(quantization)
+    both = set(inline) & set(options or {})
+    if both:
+        raise ConfigError(f"sparse backend {backend!r}: option(s) {', '.join(sorted(both))} given both inline "
+                          "and as backend options")
+    merged: dict[str, Any] = {**inline, **(options or {})}
+    if name != "seismic":
+        if merged:
+            raise ConfigError(f"sparse backend {name!r} takes no options, got {', '.join(sorted(merged))} "
+                              "(only seismic has index options)")
+        return name, {}
+    seismic_module()          # refused now, not after encoding the corpus, when the extra is missing
+    return name, dict(check_seismic_options(merged))
 
 
 # ----------------------------------------------------------------------------- exact
@@ -116,15 +141,17 @@ def sparsity_stats(queries: SparseVectors, docs: CorpusSparse, index_bytes: int)
 # -------------------------------------------------------------------------- search
 def sparse_search(encoder: Encoder, corpus: Corpus, queries: Queries, k: int = 1000, *,
                   backend: str = DEFAULT_BACKEND, quantization: str = DEFAULT_QUANTIZATION,
+                  backend_options: Mapping[str, Any] | None = None,
                   cache_dir: str | Path | None = None, shard_size: int = DEFAULT_SHARD_SIZE,
                   batch_size: int | None = None, threads: int | None = None,
                   progress: bool = True) -> tuple[Run, dict[str, Any]]:
     """Encode the corpus (cached) and the queries with a sparse encoder and retrieve with ``backend``.
 
     Returns the run and a description for the manifest: backend, quantisation (for
-    ``lucene-impact``), sparsity statistics and timings.
+    ``lucene-impact``), index options and recall against ``exact`` (for ``seismic``),
+    sparsity statistics and timings.
     """
-    check_backend(backend, quantization)
+    name, options = check_backend(backend, quantization, backend_options)
     if getattr(encoder, "kind", "dense") != "sparse":
         raise ConfigError(f"sparse retrieval needs a sparse encoder; this one is {encoder.kind!r}")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -137,22 +164,34 @@ def sparse_search(encoder: Encoder, corpus: Corpus, queries: Queries, k: int = 1
         queries.texts, batch_size=batch_size, progress=progress)
     encode_queries_s = time.perf_counter() - started
     started = time.perf_counter()
-    info: dict[str, Any] = {"backend": backend}
-    if backend == "exact":
+    info: dict[str, Any] = {"backend": name}
+    if name == "exact":
         run = exact_sparse_search(docs, qvec, queries.ids, k)
         index_bytes = docs.disk_bytes()
-    else:
+        pure_search_s = time.perf_counter() - started
+    elif name == "lucene-impact":
         vocabulary = encoder.vocabulary()  # type: ignore[attr-defined]
         run, index_info = impact_search(docs, qvec, queries.ids, vocabulary, k, quantization=quantization,
                                         cache_dir=cache_dir, threads=threads)
         index_bytes = int(index_info.pop("index_bytes"))
+        pure_search_s = float(index_info["lucene_search_s"])
         info.update({"quantization": quantization, "quantization_rule": QUANTIZATIONS[quantization], **index_info})
+    else:
+        run, index_info = seismic_search(docs, qvec, queries.ids, k, options=options, cache_dir=cache_dir,
+                                         threads=threads)
+        index_bytes = int(index_info.pop("index_bytes"))
+        pure_search_s = float(index_info.pop("search_s"))
+        opts = index_info.pop("options")
+        started_exact = time.perf_counter()
+        reference = exact_sparse_search(docs, qvec, queries.ids, k)
+        exact_s = time.perf_counter() - started_exact
+        info.update({"seismic": opts, **index_info, "recall_vs_exact": recall_against(reference, run, k),
+                     "exact_search_s": round(exact_s, 3)})
     search_s = time.perf_counter() - started
-    # Queries per second of the search itself (an impact index built in this call is not counted).
-    pure_search_s = float(info.get("lucene_search_s", search_s))
     info["sparsity"] = sparsity_stats(qvec, docs, index_bytes)
+    # Queries per second of the search itself (not an index built in this call, nor the exact reference).
     info["timings"] = {"encode_corpus_s": round(docs.encode_seconds, 3), "corpus_from_cache": docs.skipped,
                        "encode_queries_s": round(encode_queries_s, 3), "search_s": round(search_s, 3),
                        "queries_per_s": round(len(queries) / pure_search_s, 1) if pure_search_s > 0 else None}
-    log.info("sparse %s search: %d queries in %.2fs", backend, len(queries), search_s)
+    log.info("sparse %s search: %d queries in %.2fs", name, len(queries), search_s)
     return run, info
