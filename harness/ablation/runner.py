@@ -193,6 +193,9 @@ class SuiteRun:
             atomic_write_json(self.report_dir / "comparisons.json", report.to_dict())
             atomic_write_json(self.report_dir / SUMMARY_FILE, summary)
             self._link_results()
+            from harness.ablation.html_report import write_runner_html
+
+            write_runner_html(self)     # html/ next to table.md; a failure is logged as an error, tables stand
         return SuiteOutcome(self.suite.name, self.scale, self.report_dir, True, markdown, latex, summary)
 
     def _link_results(self) -> None:

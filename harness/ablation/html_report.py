@@ -1,0 +1,128 @@
+"""The HTML report of a finished suite: locate its files and write ``<report dir>/html/``.
+
+:mod:`reports.html` renders; this module knows the results-root layout (:mod:`harness.ablation.paths`):
+the stable ``results/<variant>/<benchmark>`` folders, the evaluation cells holding the runs, the
+suite's PNG plots.  The suite runner calls :func:`write_runner_html` when it writes the tables, and
+``harness table suite NAME --html`` calls :func:`write_suite_html`.
+"""
+from __future__ import annotations
+
+import logging
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.ablation.cells import eval_key
+from harness.ablation.paths import cell_result_dir, eval_cell_dir, report_dir
+from harness.ablation.spec import AblationSuite
+from harness.benchmark import LoadedBenchmark
+from harness.errors import ConfigError
+from harness.store import RUN_FILE, is_result_dir, load_result
+
+if TYPE_CHECKING:
+    from harness.ablation.runner import SuiteRun
+    from reports.html import BenchmarkTexts, SuiteInputs
+
+log = logging.getLogger("harness.ablation")
+
+HTML_DIR = "html"
+Loader = Callable[[str], LoadedBenchmark]      # benchmark id -> the loaded benchmark (texts, qrels)
+
+
+def suite_command(suite: AblationSuite, scale: str, results_root: str | Path, *extra: str) -> str:
+    """The ``harness run`` command line of this suite (``extra``: e.g. ``--only VARIANT``)."""
+    name = str(suite.path) if suite.path is not None and suite.path.stem != suite.name else suite.name
+    words = ["harness", "run", name, "--scale", scale, "--results-root", str(results_root), *extra]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def html_dir(results_root: str | Path, suite: str, scale: str) -> Path:
+    """Where the report of a suite goes: ``html/`` next to ``table.md``."""
+    return report_dir(results_root, suite, scale) / HTML_DIR
+
+
+def _texts(loaded: LoadedBenchmark) -> BenchmarkTexts:
+    from reports.html import BenchmarkTexts
+
+    ds = loaded.dataset
+    corpus = ds.corpus
+
+    def documents(ids: set[str]) -> dict[str, tuple[str, str]]:
+        # one pass over the corpus for the few shown documents (no id -> index map of a large corpus)
+        return {d: (corpus.titles[i], corpus.texts[i]) for i, d in enumerate(corpus.ids) if d in ids}
+
+    return BenchmarkTexts(dict(zip(ds.queries.ids, ds.queries.texts)), documents, ds.qrels.to_dict())
+
+
+def suite_inputs(suite: AblationSuite, scale: str, results_root: str | Path, loader: Loader | None = None,
+                 generated_by: str = "") -> SuiteInputs:
+    """Locate every file of the finished suite the report reads; a missing cell is a ConfigError naming
+    it and the command that (re)creates it."""
+    from reports.html import BenchmarkInfo, SuiteInputs, SystemInfo
+
+    cfg = suite.scale(scale)
+    folder = report_dir(results_root, suite.name, scale)
+    if not (folder / "comparisons.json").exists():
+        raise ConfigError(f"{folder}: suite {suite.name!r} has no finished tables at scale {scale!r} "
+                          f"(run: {suite_command(suite, scale, results_root)})")
+    ordered = [suite.variant(suite.baseline)] + [v for v in suite.variants if v.id != suite.baseline]
+    systems = [SystemInfo(v.id, v.label, v.method, suite_command(suite, scale, results_root, "--only", v.id))
+               for v in ordered]
+    benchmarks = [BenchmarkInfo(b.id, b.label, b.suite) for b in cfg.benchmarks]
+    result_dirs: dict[tuple[str, str], Path] = {}
+    run_files: dict[tuple[str, str], Path | None] = {}
+    cell_dirs: dict[tuple[str, str], str] = {}
+    for v in ordered:
+        for b in cfg.benchmarks:
+            path = cell_result_dir(folder, v.id, b.id)
+            if not is_result_dir(path):
+                raise ConfigError(f"{path}: no stored result for {v.id} on {b.id} (rerun: "
+                                  f"{suite_command(suite, scale, results_root)}; finished cells are reused)")
+            result_dirs[(v.id, b.id)] = path
+            stored = load_result(path)
+            cell = stored.manifest.get("cell") or {}
+            train_key = cell.get("train_key")
+            run_files[(v.id, b.id)] = None
+            if isinstance(train_key, str):
+                source = eval_cell_dir(results_root, eval_key(train_key, b.suite, stored.card.fingerprint()))
+                # the evaluation cell this result was linked from (same manifest), which keeps the run
+                if (source / RUN_FILE).exists() and is_result_dir(source) and \
+                        load_result(source).manifest.get("created") == stored.manifest.get("created"):
+                    run_files[(v.id, b.id)] = source / RUN_FILE
+                    cell_dirs[(v.id, b.id)] = str(source)
+    plots = sorted(p for p in folder.rglob("*.png")
+                   if p.relative_to(folder).parts[0] not in ("results", HTML_DIR) and not p.name.startswith("."))
+
+    texts = None
+    if loader is not None:
+        def texts(bench: str, load: Loader = loader) -> BenchmarkTexts:
+            return _texts(load(bench))
+
+    return SuiteInputs(suite.name, scale, folder, systems, benchmarks, result_dirs, run_files, cell_dirs, texts,
+                       plots, " ".join(suite.description.split()), generated_by)
+
+
+def write_suite_html(suite: AblationSuite, scale: str, results_root: str | Path, loader: Loader | None = None,
+                     generated_by: str = "") -> Path:
+    """Build and write the suite's HTML report; returns the path of ``index.html``."""
+    from reports.html import build_report, write_html
+
+    inputs = suite_inputs(suite, scale, results_root, loader, generated_by)
+    report = build_report(inputs)
+    for warning in report.warnings:
+        log.warning("HTML report of %s (%s): %s", suite.name, scale, warning)
+    return write_html(report, html_dir(results_root, suite.name, scale))
+
+
+def write_runner_html(runner: SuiteRun) -> Path | None:
+    """The runner's hook: write the report; a failure is logged as an error naming the cause and the command
+    that retries it, and the run's tables (already written) stand."""
+    try:
+        return write_suite_html(runner.suite, runner.scale, runner.root, runner.benchmark,
+                                suite_command(runner.suite, runner.scale, runner.root))
+    except Exception as exc:  # noqa: BLE001 - reported, not swallowed: the tables are written already
+        log.error("HTML report of suite %s (%s) failed: %s: %s; retry with: harness table suite %s --scale %s "
+                  "--results-root %s --html", runner.suite.name, runner.scale, type(exc).__name__, exc,
+                  runner.suite.name, runner.scale, runner.root)
+        return None

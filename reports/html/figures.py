@@ -1,0 +1,37 @@
+"""Figures drawn for the report itself: per-query differences of each system against the baseline."""
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from harness.store import StoredResult
+from reports.comparison import metric_label
+from reports.html.model import Plot, SystemInfo
+from reports.plots import per_query_difference_figure, per_query_differences
+
+
+def difference_plots(systems: Sequence[SystemInfo], benchmarks: Sequence[str], metric: str,
+                     results: Mapping[tuple[str, str], StoredResult]) -> list[Plot]:
+    """One PNG per non-baseline system: its per-query ``metric`` differences to the baseline, pooled over
+    ``benchmarks`` (histogram and sorted bars, mean with a Student-t 95% interval)."""
+    base = systems[0]
+    plots = []
+    for system in systems[1:]:
+        parts = []
+        for bench in benchmarks:
+            a, b = results[(base.id, bench)].evaluation, results[(system.id, bench)].evaluation
+            if metric in a.per_query and metric in b.per_query:
+                parts.append(per_query_differences(a, b, metric)[1])
+        d = np.concatenate(parts) if parts else np.zeros(0)
+        if len(d) < 2:
+            continue
+        fig = per_query_difference_figure(d.tolist(), metric=metric_label(metric),
+                                          label=f"{system.label} − {base.label}", width=9.0, height=3.2, dpi=90)
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=fig.dpi, metadata={"Software": None})
+        slug = "".join(ch if ch.isalnum() else "-" for ch in system.id)
+        plots.append(Plot(f"Per-query {metric_label(metric)} differences: {system.label} vs {base.label} "
+                          f"({len(d)} queries, {len(parts)} benchmark(s))", f"diff-{slug}.png", buffer.getvalue()))
+    return plots
