@@ -12,6 +12,15 @@ per-sample loss, cluster statistics, and checkpointed weights.
   no in-batch negatives, the spec's similarity and temperature (the presets: dot product on
   [CLS], temperature 1, i.e. none); ``loss: "trainer"``: the trainer's InfoNCE (HN/IBN/CBN).
   The group id of each sample is its query's cluster.
+* **ANCE negatives** (``ance_refresh_steps`` N > 0): the engine's
+  :class:`~harness.train.negatives.AnceNegatives` re-mines each query's negatives from the current
+  checkpoint's top ``ance_depth`` (200) over the training corpus, ``ance_keep`` (30) kept at random,
+  before step 0 (warm-up: ``ance_warmup`` ``data``, the collection's BM25 negatives, or ``bm25``) and
+  every N steps; the clusters are recomputed in the same episodes unless ``episode_every`` sets
+  their own schedule.  The negatives are method state (checkpointed).
+* **Trace**: per optimizer step, the weights after the update, this rank's cluster mean losses
+  (NaN when absent), counts in the batch and cluster sizes among the training queries, kept in the
+  state and written to ``method/dro_trace.npz`` (plotted by ``reports.plots_dro``).
 * **Parameters for per-cluster gradients** (iDRO): the regex ``params``, or by default the last
   ``blocks`` transformer blocks (names ``layer.<i>.`` / ``layers.<i>.``; LoRA parameters only, when
   the model has LoRA adapters).
@@ -31,9 +40,11 @@ import torch.nn.functional as F
 from harness.errors import ConfigError
 from harness.method import Method, check_choice
 from harness.train.episodes import encode_texts
+from harness.train.negatives import AnceNegatives
 from methods.uniform import _PAPER, _SMALL, _TINY
 
 if TYPE_CHECKING:
+    from harness.train.batching import Batch
     from harness.train.context import EncodedBatch, LossOutput, TrainContext
     from harness.train.spec import TrainSpec
 
@@ -41,7 +52,7 @@ LOSSES = ("triplet", "trainer")
 _BLOCK = re.compile(r"(?:^|\.)layers?\.(\d+)\.")
 
 # The released fine-tuning: [CLS], dot product, no temperature, 1 ANCE negative per query, no in-batch negatives
-# (lr 5e-6, 64 queries per GPU, K = 50 in the paper; BM25 negatives here until ANCE episodes exist).
+# (lr 5e-6, 64 queries per GPU, K = 50 in the paper; ANCE episodes through the ance_* options).
 _CLUSTER = {"pooling": "cls", "similarity": "dot", "temperature": 1.0, "normalize": False, "n_hard_negatives": 1,
             "in_batch_negatives": False, "cross_batch_negatives": False, "sampling": "mixed", "use_instructions": False,
             "append_eos": False}
@@ -53,7 +64,9 @@ PRESETS = {
     "tiny": {**_TINY, **_CLUSTER, "batch_size": 16, "steps": 40, "warmup_steps": 4},
 }
 CLUSTER_OPTIONS = {"k": 50, "niter": 500, "nredo": 5, "episode_every": 0, "loss": "triplet", "params": "",
-                   "blocks": 3}
+                   "blocks": 3, "ance_refresh_steps": 0, "ance_depth": 200, "ance_keep": 30, "ance_warmup": "data"}
+TRACE_FILE = "dro_trace.npz"
+TRACE_KEYS = ("weights", "losses", "counts", "sizes")
 
 
 def triplet_losses(q: torch.Tensor, p: torch.Tensor, similarity: str = "dot", temperature: float = 1.0
@@ -104,9 +117,25 @@ class ClusterDRO(Method):
     presets = PRESETS
     default_options = CLUSTER_OPTIONS
 
+    @staticmethod
+    def _schedule(every: int, steps: int) -> list[int]:
+        return [0, *range(every, steps, every)] if every > 0 else [0]
+
+    def schedules(self, spec: TrainSpec) -> tuple[list[int], list[int]]:
+        """``(cluster steps, negative-refresh steps)``.  With ANCE negatives and no ``episode_every`` the
+        clusters are recomputed in the same episodes as the negatives (as the released runs)."""
+        opts = self.resolve_options(dict(spec.method_options))
+        every, ance = int(opts["episode_every"]), int(opts["ance_refresh_steps"])
+        if every < 0 or ance < 0:
+            raise ConfigError(f"method {self.name!r}: episode_every and ance_refresh_steps must be >= 0; got "
+                              f"{every}, {ance}")
+        ance_steps = self._schedule(ance, spec.steps) if ance > 0 else []
+        cluster_steps = self._schedule(every, spec.steps) if every > 0 or not ance else ance_steps
+        return cluster_steps, ance_steps
+
     def episode_steps(self, spec: TrainSpec) -> list[int]:
-        every = int(self.resolve_options(dict(spec.method_options))["episode_every"])
-        return [0, *range(every, spec.steps, every)] if every > 0 else [0]
+        clusters, negatives = self.schedules(spec)
+        return sorted({*clusters, *negatives})
 
     def configure(self, ctx: TrainContext) -> None:
         opts = ctx.options
@@ -124,6 +153,12 @@ class ClusterDRO(Method):
         self.episodes = 0
         self.last: dict[str, float] = {}
         self.device = ctx.device
+        self.negatives: AnceNegatives | None = None
+        if int(opts["ance_refresh_steps"]) > 0:
+            self.negatives = AnceNegatives(ctx.data, depth=int(opts["ance_depth"]), keep=int(opts["ance_keep"]),
+                                           warmup=str(opts["ance_warmup"]), seed=ctx.spec.seed)
+        self.cluster_steps, self.negative_steps = (set(s) for s in self.schedules(ctx.spec))
+        self.trace: dict[str, list[np.ndarray]] = {key: [] for key in TRACE_KEYS}
         self.init_weights(ctx)
 
     def init_weights(self, ctx: TrainContext) -> None:
@@ -144,6 +179,16 @@ class ClusterDRO(Method):
 
     # ------------------------------------------------------------------ episodes: clusters
     def run_episode(self, ctx: TrainContext, directory: Path) -> None:
+        if self.negatives is not None and ctx.step in self.negative_steps:
+            if ctx.step == 0:
+                self.negatives.warmup(ctx, directory)
+            else:
+                self.negatives.refresh(ctx, directory)
+        if ctx.step in self.cluster_steps:
+            self.recluster(ctx, directory)
+
+    def recluster(self, ctx: TrainContext, directory: Path) -> None:
+        """K-means of every training query's representation from the current model."""
         queries = [row.query for src in ctx.data.sources for row in src.rows]
         emb = encode_texts(ctx, queries, ctx.spec.query_max_length).numpy()
         opts = ctx.options
@@ -156,6 +201,11 @@ class ClusterDRO(Method):
     def clusters_of(self, examples: list[tuple[int, int]], device: torch.device) -> torch.Tensor:
         idx = np.array([self.offsets[s] + r for s, r in examples], dtype=np.int64)
         return torch.as_tensor(self.assignment[idx], device=device)
+
+    def make_batch(self, examples: list[tuple[int, int]], ctx: TrainContext, micro_index: int) -> Batch:
+        if self.negatives is not None:
+            return self.negatives.make_batch(examples, ctx, micro_index)
+        return super().make_batch(examples, ctx, micro_index)
 
     # ------------------------------------------------------------------ losses
     def losses(self, encoded: EncodedBatch, ctx: TrainContext) -> tuple[torch.Tensor, torch.Tensor]:
@@ -179,6 +229,14 @@ class ClusterDRO(Method):
         self.last = {"present_clusters": float(present.sum()),
                      "worst_cluster_loss": float(means.detach()[present].max()),
                      "weight_max": float(self.weights.max()), "weight_min": float(self.weights.min())}
+        if ctx.is_boundary:
+            # The per-step trace (weights after the step's update, this rank's cluster means and counts,
+            # the clusters' sizes among the training queries): method/dro_trace.npz, reports.plots_dro.
+            absent = torch.full_like(means, float("nan"))
+            self.trace["weights"].append(self.weights.detach().cpu().numpy().astype(np.float32))
+            self.trace["losses"].append(torch.where(present, means.detach(), absent).cpu().numpy().astype(np.float32))
+            self.trace["counts"].append(counts.detach().cpu().numpy().astype(np.int32))
+            self.trace["sizes"].append(np.bincount(self.assignment, minlength=self.k).astype(np.int32))
         return loss
 
     def robust_loss(self, out: LossOutput, means: torch.Tensor, counts: torch.Tensor, present: torch.Tensor,
@@ -198,15 +256,38 @@ class ClusterDRO(Method):
         pass
 
     def state_dict(self) -> dict[str, Any]:
-        return {"weights": self.weights.detach().cpu().clone(), "assignment": torch.from_numpy(self.assignment.copy()),
-                "episodes": self.episodes, **self.extra_state()}
+        state = {"weights": self.weights.detach().cpu().clone(),
+                 "assignment": torch.from_numpy(self.assignment.copy()), "episodes": self.episodes,
+                 "trace": {key: torch.from_numpy(np.stack(rows)) if rows else None for key, rows in self.trace.items()},
+                 **self.extra_state()}
+        if self.negatives is not None:
+            state["negatives"] = self.negatives.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.weights = state["weights"].clone().to(self.device)
         self.assignment = state["assignment"].numpy().astype(np.int64)
         self.episodes = int(state["episodes"])
+        trace = state.get("trace") or {}
+        self.trace = {key: [] if trace.get(key) is None else list(trace[key].numpy()) for key in TRACE_KEYS}
+        if self.negatives is not None:
+            if "negatives" not in state:
+                raise ConfigError(f"method {self.name!r}: the checkpoint holds no ANCE negatives but the run "
+                                  "refreshes them (ance_refresh_steps)")
+            self.negatives.load_state_dict(state["negatives"])
         self.load_extra_state(state)
 
     def export(self, ctx: TrainContext, directory: Path) -> None:
         np.save(directory / "cluster_weights.npy", self.weights.detach().cpu().numpy())
         np.save(directory / "clusters.npy", self.assignment)
+        if ctx.rank == 0 and self.trace["weights"]:
+            write_trace(directory / TRACE_FILE, {key: np.stack(rows) for key, rows in self.trace.items()})
+
+
+def write_trace(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """The per-step trace as one ``.npz`` (rows = optimizer steps 1..n), written atomically."""
+    from harness.io.atomic import atomic_write
+
+    with atomic_write(path, "wb", encoding=None) as handle:
+        payload: dict[str, Any] = {"steps": np.arange(1, len(arrays["weights"]) + 1), **arrays}
+        np.savez(handle, **payload)
