@@ -10,13 +10,12 @@ import contextlib
 import gc
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from harness.data.grouped import QueryGrouped
-from harness.data.ids import as_id_array, factorize_grouped, hash_ids
+from harness.data.ids import IdColumn, as_id_array, factorize_grouped, group_bounds, hash_ids, narrow_codes
 from harness.errors import InputError
 from harness.io import atomic_write
 from harness.io.readers import (
@@ -29,16 +28,51 @@ from harness.io.readers import (
 )
 
 
-@dataclass(frozen=True)
 class Run(QueryGrouped):
-    """A run as parallel arrays, sorted by query id and then in trec_eval rank order."""
+    """A run as parallel columns, sorted by query id and then in trec_eval rank order.
 
-    query_ids: np.ndarray
-    doc_ids: np.ndarray
-    scores: np.ndarray
-    name: str = "run"
-    source: str | None = None
-    _bounds: dict = field(default_factory=dict, repr=False, compare=False)
+    Ids are held as :class:`~harness.data.ids.IdColumn` (integer codes into one vocabulary,
+    4 bytes a row), so a 50M-line run fits in a few hundred MB; ``query_ids`` and ``doc_ids``
+    give the ids as numpy unicode arrays, built on first use.  ``Run(query_ids, doc_ids,
+    scores, name, source)`` wraps columns that are already in trec_eval order.
+    """
+
+    def __init__(self, query_ids, doc_ids, scores, name: str = "run", source: str | None = None):
+        self.queries = query_ids if isinstance(query_ids, IdColumn) else IdColumn.plain(query_ids)
+        self.docs = doc_ids if isinstance(doc_ids, IdColumn) else IdColumn.plain(doc_ids)
+        self.scores = np.asarray(scores)
+        self.name = name
+        self.source = source
+        self._bounds: dict = {}
+
+    def __repr__(self) -> str:
+        return f"Run(name={self.name!r}, rows={len(self)}, queries={len(self.bounds()[0])}, source={self.source!r})"
+
+    @property
+    def query_ids(self) -> np.ndarray:  # type: ignore[override]
+        return self.queries.values()
+
+    @property
+    def doc_ids(self) -> np.ndarray:  # type: ignore[override]
+        return self.docs.values()
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(unique query ids, starts, ends)``: on the query codes when the vocabulary is sorted."""
+        if "b" not in self._bounds:
+            if self.queries.codes is not None and self.queries.sorted:
+                starts, ends = group_bounds(self.queries.codes)
+                self._bounds["b"] = (self.queries.vocab[self.queries.codes[starts]], starts, ends)
+            else:
+                return super().bounds()
+        return self._bounds["b"]
+
+    def query_codes(self) -> np.ndarray:
+        """Per row, the index of its query among ``bounds()[0]`` (int64)."""
+        _, starts, ends = self.bounds()
+        return np.repeat(np.arange(len(starts), dtype=np.int64), ends - starts)
 
     @classmethod
     def from_arrays(cls, query_ids, doc_ids, scores, name: str = "run", source: str | None = None,
@@ -58,35 +92,47 @@ class Run(QueryGrouped):
             raise InputError(source, f"score of query {q[i]!r} document {d[i]!r} is not finite ({s[i]})")
         if len(q) == 0:
             return cls(q, d, s, name, source)
-        _, qcode = factorize_grouped(q)
+        uniques, qcode = factorize_grouped(q)
         if check_duplicates:
             _check_unique_pairs(q, d, qcode, source)
         order = _trec_order(qcode, s, lambda rows: d[rows])
-        return cls(q[order], d[order], s[order], name, source)
+        if order is not None:
+            qcode, d, s = qcode[order], d[order], s[order]
+        queries = IdColumn(uniques, narrow_codes(qcode, len(uniques)), sorted=True)
+        return cls(queries, IdColumn.plain(d), s, name, source)
+
+    @classmethod
+    def from_columns(cls, queries: IdColumn, docs: IdColumn, scores: np.ndarray, name: str = "run",
+                     source: str | None = None) -> Run:
+        """Build a run from dictionary-encoded ids (``queries`` with a sorted vocabulary, so its codes
+        keep string order): the checks and the trec_eval order work on integer codes, and no id
+        string is built per row."""
+        s = np.asarray(scores, dtype=np.float64).reshape(-1)
+        qcode, dcode = queries.row_codes(), docs.row_codes()
+        docs = docs.encoded()
+        if not queries.sorted:
+            raise ValueError("from_columns needs the query vocabulary in sorted order")
+        if not (len(qcode) == len(dcode) == len(s)):
+            raise ValueError("query and doc columns and scores must have the same length")
+        if len(s) and not np.all(np.isfinite(s)):
+            i = int(np.flatnonzero(~np.isfinite(s))[0])
+            raise InputError(source, f"score of query {str(queries.vocab[qcode[i]])!r} document "
+                                     f"{str(docs.vocab[dcode[i]])!r} is not finite ({s[i]})")
+        order = _trec_order(qcode, s, lambda rows: docs.vocab[dcode[rows]])
+        if order is not None:
+            qcode, dcode, s = qcode[order], dcode[order], s[order]
+        del order
+        _check_unique_codes(qcode, dcode, queries.vocab, docs.vocab, source)
+        return cls(IdColumn(queries.vocab, qcode, True), IdColumn(docs.vocab, dcode, docs.sorted, docs._arrow),
+                   s, name, source)
 
     @classmethod
     def from_codes(cls, query_uniques: np.ndarray, query_codes: np.ndarray, doc_uniques: np.ndarray,
                    doc_codes: np.ndarray, scores: np.ndarray, name: str = "run", source: str | None = None) -> Run:
-        """Build a run from dictionary-encoded ids (``query_uniques`` sorted, so its codes keep string
-        order; ``doc_uniques`` in any order): the checks and the trec_eval order work on integer codes,
-        and each id column is gathered from its dictionary once, already in order."""
-        s = np.asarray(scores, dtype=np.float64).reshape(-1)
-        qcode = np.asarray(query_codes, dtype=np.int64)
-        dcode = np.asarray(doc_codes)
-        if not (len(qcode) == len(dcode) == len(s)):
-            raise ValueError("query_codes, doc_codes and scores must have the same length")
-        if len(s) and not np.all(np.isfinite(s)):
-            i = int(np.flatnonzero(~np.isfinite(s))[0])
-            raise InputError(source, f"score of query {query_uniques[qcode[i]]!r} document "
-                                     f"{doc_uniques[dcode[i]]!r} is not finite ({s[i]})")
-        key = np.sort(qcode * len(doc_uniques) + dcode)
-        same = np.flatnonzero(key[1:] == key[:-1])
-        if len(same):
-            q, d = divmod(int(key[same[0]]), len(doc_uniques))
-            raise InputError(source, f"document {doc_uniques[d]!r} appears twice for query {query_uniques[q]!r}")
-        del key
-        order = _trec_order(qcode, s, lambda rows: doc_uniques[dcode[rows]])
-        return cls(query_uniques[qcode[order]], doc_uniques[dcode[order]], s[order], name, source)
+        """:meth:`from_columns` from bare vocabularies and codes (``query_uniques`` sorted)."""
+        return cls.from_columns(IdColumn(as_id_array(query_uniques), np.asarray(query_codes), True),
+                                IdColumn(as_id_array(doc_uniques), np.asarray(doc_codes), False),
+                                scores, name, source)
 
     @classmethod
     def from_dict(cls, run: Mapping[str, Mapping[str, float]], name: str = "run") -> Run:
@@ -103,7 +149,7 @@ class Run(QueryGrouped):
         return self.scores
 
     def _take(self, keep: np.ndarray) -> Run:
-        return Run(self.query_ids[keep], self.doc_ids[keep], self.scores[keep], self.name, self.source)
+        return Run(self.queries.take(keep), self.docs.take(keep), self.scores[keep], self.name, self.source)
 
     def ranks(self) -> np.ndarray:
         """1-based rank of every row within its query."""
@@ -115,13 +161,22 @@ class Run(QueryGrouped):
         """Keep the first ``k`` documents of every query (after trec_eval ordering)."""
         return self._take(self.ranks() <= k)
 
+    def self_hits(self) -> np.ndarray:
+        """Per row: is the document id equal to the query id?  On codes for encoded columns."""
+        if self.queries.codes is None or self.docs.codes is None:
+            return self.query_ids == self.doc_ids
+        doc_code_of_query = self.queries.positions_in(self.docs.vocab)
+        return doc_code_of_query[self.queries.codes] == self.docs.codes
+
     def without_self_hits(self) -> Run:
         """Drop rows whose document id equals the query id (BEIR's ArguAna/Quora protocol)."""
-        return self._take(self.query_ids != self.doc_ids)
+        return self._take(~self.self_hits())
 
 
-def _trec_order(qcode: np.ndarray, scores: np.ndarray, doc_ids: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """Row order: query, then score descending, then doc id descending (trec_eval).
+def _trec_order(qcode: np.ndarray, scores: np.ndarray,
+                doc_ids: Callable[[np.ndarray], np.ndarray]) -> np.ndarray | None:
+    """Row order: query, then score descending, then doc id descending (trec_eval); None when the
+    rows already are in that order.
 
     Sorting strings is the expensive part, so it is done only for rows whose
     (query, score) ties with a neighbour (``doc_ids(rows)`` gives their ids);
@@ -130,10 +185,16 @@ def _trec_order(qcode: np.ndarray, scores: np.ndarray, doc_ids: Callable[[np.nda
     order = _grouped_order(qcode, scores)
     if order is None:
         order = np.lexsort((-scores, qcode))
-    qs, ss = qcode[order], scores[order]
-    tied_next = (qs[1:] == qs[:-1]) & (ss[1:] == ss[:-1])
+    if isinstance(order, str):              # already in order: no gathered copies
+        tied_next = (qcode[1:] == qcode[:-1]) & (scores[1:] == scores[:-1])
+    else:
+        qs, ss = qcode[order], scores[order]
+        tied_next = (qs[1:] == qs[:-1]) & (ss[1:] == ss[:-1])
+        del qs, ss
     if not tied_next.any():
-        return order
+        return None if isinstance(order, str) else order
+    if isinstance(order, str):
+        order = np.arange(len(qcode), dtype=np.int64)
     in_tie = np.zeros(len(order), dtype=bool)
     in_tie[1:] |= tied_next
     in_tie[:-1] |= tied_next
@@ -147,13 +208,13 @@ def _trec_order(qcode: np.ndarray, scores: np.ndarray, doc_ids: Callable[[np.nda
     return order
 
 
-def _grouped_order(qcode: np.ndarray, scores: np.ndarray) -> np.ndarray | None:
+def _grouped_order(qcode: np.ndarray, scores: np.ndarray) -> np.ndarray | str | None:
     """The (query, score descending) order without a full sort when, as in most run files, each
     query's rows are contiguous and already by score descending: only the blocks are reordered.
-    None when the rows are not laid out so."""
+    ``"identity"`` when the rows already are in order; None when they are not laid out so."""
     n = len(qcode)
     if n == 0:
-        return np.zeros(0, dtype=np.int64)
+        return "identity"
     change = np.flatnonzero(qcode[1:] != qcode[:-1]) + 1
     if not np.all((scores[1:] <= scores[:-1]) | (qcode[1:] != qcode[:-1])):
         return None
@@ -164,10 +225,29 @@ def _grouped_order(qcode: np.ndarray, scores: np.ndarray) -> np.ndarray | None:
     if np.any(heads[1:] == heads[:-1]):     # a query in two blocks
         return None
     if np.all(block_order[1:] > block_order[:-1]):
-        return np.arange(n, dtype=np.int64)
+        return "identity"
     sorted_lengths = lengths[block_order]
     new_starts = np.cumsum(sorted_lengths) - sorted_lengths
     return np.arange(n, dtype=np.int64) + np.repeat(starts[block_order] - new_starts, sorted_lengths)
+
+
+def _check_unique_codes(qcode: np.ndarray, dcode: np.ndarray, query_vocab: np.ndarray, doc_vocab: np.ndarray,
+                        source: str | None, block_rows: int = 1 << 22) -> None:
+    """Raise InputError if a (query, doc) pair occurs twice; rows grouped by query, checked a block
+    of whole queries at a time on integer keys (memory stays bounded by the block)."""
+    n = len(qcode)
+    width = max(len(doc_vocab), 1)
+    start = 0
+    while start < n:
+        end = min(start + block_rows, n)
+        if end < n:                          # extend to the end of the query the block stops in
+            end = int(np.searchsorted(qcode, qcode[end - 1], side="right"))
+        key = np.sort(qcode[start:end].astype(np.int64) * width + dcode[start:end])
+        same = np.flatnonzero(key[1:] == key[:-1])
+        if len(same):
+            q, d = divmod(int(key[same[0]]), width)
+            raise InputError(source, f"document {str(doc_vocab[d])!r} appears twice for query {str(query_vocab[q])!r}")
+        start = end
 
 
 def _check_unique_pairs(q: np.ndarray, d: np.ndarray, qcode: np.ndarray, source: str | None) -> None:
@@ -208,8 +288,8 @@ def read_run(path: str | Path, name: str | None = None) -> Run:
     columns = read_run_columns(path)
     if columns is not None:
         try:
-            return Run.from_codes(*columns.query_codes(), *columns.doc_codes(), columns.values,
-                                  name=name or columns.last_tag or path.stem, source=str(path))
+            return Run.from_columns(columns.queries, columns.docs, columns.scores,
+                                    name=name or columns.last_tag or path.stem, source=str(path))
         except InputError:
             pass                            # the line-by-line reader names the line
     return read_run_lines(path, name)

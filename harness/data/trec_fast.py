@@ -23,6 +23,7 @@ number of fields, separated by one space (or one tab, whichever the first line u
 """
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from harness.data.ids import IdColumn, narrow_codes
 from harness.io.readers import UNICODE_ONLY_WHITESPACE
 
 # A value with any of these needs the line-by-line reader (it splits there, or refuses it).
@@ -99,14 +101,24 @@ def _delimiter(line: bytes) -> str | None:
     return " " if has_space else "\t"
 
 
+def _read_options(names: Sequence[str], block_size: int, skip_rows: int = 0) -> pacsv.ReadOptions:
+    return pacsv.ReadOptions(column_names=list(names), skip_rows=skip_rows, block_size=block_size)
+
+
+def _parse_options(delimiter: str) -> pacsv.ParseOptions:
+    return pacsv.ParseOptions(delimiter=delimiter, quote_char=False, double_quote=False, escape_char=False,
+                              newlines_in_values=False, ignore_empty_lines=True)
+
+
+def _convert_options(types: dict) -> pacsv.ConvertOptions:
+    return pacsv.ConvertOptions(column_types=types, null_values=[], true_values=[], false_values=[],
+                                strings_can_be_null=False, quoted_strings_can_be_null=False)
+
+
 def _read_table(data: bytes, names: Sequence[str], types: dict, delimiter: str, skip_rows: int = 0) -> pa.Table | None:
-    read = pacsv.ReadOptions(column_names=list(names), skip_rows=skip_rows, block_size=1 << 26)
-    parse = pacsv.ParseOptions(delimiter=delimiter, quote_char=False, double_quote=False, escape_char=False,
-                               newlines_in_values=False, ignore_empty_lines=True)
-    convert = pacsv.ConvertOptions(column_types=types, null_values=[], true_values=[], false_values=[],
-                                   strings_can_be_null=False, quoted_strings_can_be_null=False)
     try:
-        table = pacsv.read_csv(pa.py_buffer(data), read_options=read, parse_options=parse, convert_options=convert)
+        table = pacsv.read_csv(pa.py_buffer(data), read_options=_read_options(names, 1 << 26, skip_rows),
+                               parse_options=_parse_options(delimiter), convert_options=_convert_options(types))
     except (pa.ArrowException, ValueError):
         return None
     return table.unify_dictionaries() if table.num_rows else None
@@ -118,7 +130,10 @@ def _dictionary(column: pa.ChunkedArray) -> pa.Array:
 
 def _clean(column: pa.ChunkedArray) -> bool:
     """Every distinct value is non-empty and free of whitespace and control characters."""
-    values = _dictionary(column)
+    return _clean_values(_dictionary(column))
+
+
+def _clean_values(values: pa.Array) -> bool:
     if pc.any(pc.equal(pc.binary_length(values), 0)).as_py():
         return False
     return not pc.any(pc.match_substring_regex(values, _ODD_CHARS)).as_py()
@@ -132,22 +147,138 @@ def dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     return uniques, codes
 
 
-def read_run_columns(path: Path) -> Columns | None:
-    """Columns of a TREC run file (``qid Q0 docid rank score tag``), or None (use the slow reader)."""
-    data = read_bytes(path)
-    if data is None or not _plain_lines(data):
+@dataclass(frozen=True)
+class RunColumns:
+    """A run file read on the fast path, rows in file order: ids as integer codes into one
+    vocabulary each (queries sorted, so their codes keep string order; documents in first-seen
+    order), scores as float64."""
+
+    queries: IdColumn
+    docs: IdColumn
+    scores: np.ndarray
+    last_tag: str = ""
+
+
+class _CheckedStream(io.RawIOBase):
+    """The bytes of a (decompressed) file as pyarrow reads them, checked on the way through:
+    whether every ``\\r`` ends a ``\\r\\n`` (else pyarrow and trec_eval would split lines
+    differently).  ``head`` holds the bytes already read to find the first line."""
+
+    def __init__(self, source, head: bytes):
+        super().__init__()
+        self._source = source
+        self._pending = head
+        self.cr = 0
+        self.crlf = 0
+        self._last = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._pending:
+            data, self._pending = self._pending[:len(buffer)], self._pending[len(buffer):]
+        else:
+            data = self._source.read(len(buffer))
+        if data:
+            self.cr += data.count(b"\r")
+            self.crlf += data.count(b"\r\n") + (self._last == b"\r" and data[:1] == b"\n")
+            self._last = data[-1:]
+            buffer[:len(data)] = data
+        return len(data)
+
+    @property
+    def plain_lines(self) -> bool:
+        return self.cr == self.crlf
+
+
+def _open_with_head(path: Path):
+    """``(binary stream, bytes up to and including the first newline)``, or None on failure."""
+    try:
+        source = pa.input_stream(str(path), compression="gzip" if path.suffix == ".gz" else None)
+        head = source.read(1 << 16)
+        while b"\n" not in head:
+            more = source.read(1 << 16)
+            if not more:
+                break
+            head += more
+    except (OSError, pa.ArrowException):
         return None
-    delimiter = _delimiter(data[:data.find(b"\n")] if b"\n" in data else data)
-    if delimiter is None:
+    return source, head
+
+
+def read_run_columns(path: Path, block_size: int = 1 << 24) -> RunColumns | None:
+    """Columns of a TREC run file (``qid Q0 docid rank score tag``), or None (use the slow reader).
+
+    The file streams through pyarrow's CSV reader block by block and only the ids' codes and the
+    scores are kept: peak memory is a few bytes per line plus one block, never the whole text.
+    """
+    opened = _open_with_head(path)
+    if opened is None:
         return None
-    types = {"qid": _TEXT, "q0": _TEXT, "docid": _TEXT, "rank": pa.int64(), "score": pa.float64(), "tag": _TEXT}
-    table = _read_table(data, RUN_COLUMNS, types, delimiter)
-    del data
-    if table is None or not all(_clean(table.column(name)) for name in ("qid", "q0", "docid", "tag")):
+    source, head = opened
+    with source:
+        if head.startswith(_BOM):
+            return None
+        delimiter = _delimiter(head[:head.find(b"\n")] if b"\n" in head else head)
+        if delimiter is None:
+            return None
+        stream = _CheckedStream(source, head)
+        types = {"qid": pa.string(), "q0": pa.string(), "docid": pa.string(), "rank": pa.int64(),
+                 "score": pa.float64(), "tag": pa.string()}
+        query_chunks: list[pa.Array] = []
+        doc_chunks: list[pa.Array] = []
+        score_chunks: list[np.ndarray] = []
+        other: dict[str, set[str]] = {"q0": set(), "tag": set()}
+        last_tag = ""
+        try:
+            reader = pacsv.open_csv(io.BufferedReader(stream, 1 << 20),
+                                    read_options=_read_options(RUN_COLUMNS, block_size),
+                                    parse_options=_parse_options(delimiter), convert_options=_convert_options(types))
+            for batch in reader:
+                if not batch.num_rows:
+                    continue
+                query_chunks.append(pc.dictionary_encode(batch.column(0)))
+                doc_chunks.append(batch.column(2))
+                score_chunks.append(batch.column(4).to_numpy())
+                for name, index in (("q0", 1), ("tag", 5)):
+                    other[name].update(pc.unique(batch.column(index)).to_pylist())
+                last_tag = batch.column(5)[-1].as_py()
+        except (pa.ArrowException, ValueError, OSError):
+            return None
+    if not doc_chunks or not stream.plain_lines:
         return None
-    scores = table.column("score").to_numpy()
-    tag = table.column("tag")[-1].as_py()
-    return Columns(table.column("qid"), table.column("docid"), scores, tag)
+    if not all(_clean_values(pa.array(sorted(values), type=pa.string())) for values in other.values()):
+        return None
+    scores = np.concatenate(score_chunks)
+    del score_chunks
+    queries = _query_column(pa.chunked_array(query_chunks).unify_dictionaries())
+    del query_chunks
+    docs_encoded = pc.dictionary_encode(pa.chunked_array(doc_chunks))
+    del doc_chunks
+    if queries is None:
+        return None
+    doc_vocab = docs_encoded.chunk(0).dictionary
+    if not _clean_values(doc_vocab):
+        return None
+    codes = np.concatenate([chunk.indices.to_numpy() for chunk in docs_encoded.chunks])
+    del docs_encoded
+    docs = IdColumn(np.asarray(doc_vocab.to_pylist(), dtype=str), narrow_codes(codes, len(doc_vocab)),
+                    sorted=False, arrow=doc_vocab)
+    return RunColumns(queries, docs, scores, last_tag)
+
+
+def _query_column(column: pa.ChunkedArray) -> IdColumn | None:
+    """A unified dictionary column as an :class:`IdColumn` with a sorted vocabulary."""
+    vocab = column.chunk(0).dictionary
+    if not _clean_values(vocab):
+        return None
+    uniques = np.asarray(vocab.to_pylist(), dtype=str)
+    order = np.argsort(uniques, kind="stable")
+    rank = np.empty(len(order), dtype=np.int32)
+    rank[order] = np.arange(len(order), dtype=np.int32)
+    codes = np.concatenate([rank[chunk.indices.to_numpy()] for chunk in column.chunks])
+    return IdColumn(uniques[order], codes, sorted=True)
 
 
 def read_qrels_columns(path: Path, fmt: str = "auto") -> Columns | None:

@@ -9,7 +9,7 @@ import numpy as np
 
 from harness.data import Qrels, Run
 from harness.errors import ConfigError, InputError
-from harness.metrics.judged import align
+from harness.metrics.join import judged_rows
 from harness.metrics.names import Metric, parse_metrics
 from harness.results import EvaluationResult
 
@@ -58,8 +58,8 @@ def evaluate(
 
     answered = run.bounds()[0]
     scored_run = run.without_self_hits() if exclude_self else run
-    judged = align(qrels, scored_run, relevance_threshold=relevance_threshold,
-                   complete=bool(complete), run_query_ids=answered)
+    judged = judged_rows(qrels, scored_run, relevance_threshold=relevance_threshold,
+                         complete=bool(complete), run_query_ids=answered)
 
     judged_queries = qrels.bounds()[0]
     answered_and_judged = int(np.isin(judged_queries, answered).sum())
