@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -44,3 +47,19 @@ class EvaluationResult:
             return dict(self.aggregate)
         rows = {q: {m: float(self.per_query[m][i]) for m in self.per_query} for i, q in enumerate(self.query_ids)}
         return {"aggregate": dict(self.aggregate), "per_query": rows}
+
+    def to_frame(self, per_query: bool = True) -> pd.DataFrame:
+        """A long DataFrame: ``query_id, metric, value`` per query (``per_query``), else ``metric, value,
+        n_queries`` per metric (the stored averages).  Tables, exports and notebooks share this shape."""
+        import pandas as pd
+
+        if not per_query:
+            return pd.DataFrame({"metric": list(self.aggregate),
+                                 "value": np.array(list(self.aggregate.values()), dtype=np.float64),
+                                 "n_queries": np.full(len(self.aggregate), len(self.query_ids), dtype=np.int64)})
+        n = len(self.query_ids)
+        return pd.DataFrame({
+            "query_id": list(self.query_ids) * len(self.per_query),
+            "metric": np.repeat(np.array(list(self.per_query), dtype=object), n),
+            "value": np.concatenate(list(self.per_query.values())) if self.per_query else np.zeros(0),
+        })

@@ -115,6 +115,17 @@ def write_suite_html(suite: AblationSuite, scale: str, results_root: str | Path,
     return write_html(report, html_dir(results_root, suite.name, scale))
 
 
+def write_cli_html(suite: AblationSuite, scale: str, results_root: str | Path) -> Path:
+    """``harness table suite NAME --html``: the report of a finished suite, benchmarks loaded for the texts."""
+    from harness.ablation.benchmarks import load_benchmark_ref
+
+    refs = {b.id: b for b in suite.scale(scale).benchmarks}
+    command = " ".join(shlex.quote(w) for w in ("harness", "table", "suite", suite.name, "--scale", scale,
+                                                "--results-root", str(results_root), "--html"))
+    return write_suite_html(suite, scale, results_root, lambda b: load_benchmark_ref(refs[b], suite.metrics),
+                            command)
+
+
 def write_runner_html(runner: SuiteRun) -> Path | None:
     """The runner's hook: write the report; a failure is logged as an error naming the cause and the command
     that retries it, and the run's tables (already written) stand."""

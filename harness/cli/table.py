@@ -53,6 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     suite.add_argument("--figure", type=Path, default=None, metavar="STEM",
                        help="weights layouts: also write a bar chart to STEM.png and STEM.pdf")
     suite.add_argument("--list", action="store_true", help="list the suite's layouts")
+    suite.add_argument("--html", action="store_true",
+                       help="write the suite's HTML report to <results-root>/suites/<suite>/<scale>/html instead")
     suite.set_defaults(func=run_suite_table)
 
 
@@ -131,6 +133,11 @@ def run_suite_table(args: argparse.Namespace) -> int:
         names, default = layout_names(suite)
         for name in names:
             print(f"{name}{' (default)' if name == default else ''}")
+        return 0
+    if args.html:
+        from harness.ablation.html_report import write_cli_html
+
+        print(f"HTML report: {write_cli_html(suite, args.scale, args.results_root)}", file=sys.stderr)
         return 0
     table = render_layout(suite, args.scale, args.results_root, args.layout)
     text = render_latex(table) if args.format == "latex" else render_markdown(table)
