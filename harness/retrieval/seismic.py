@@ -192,6 +192,19 @@ def seismic_search(docs: CorpusSparse, queries: SparseVectors, query_ids: Sequen
         raise ConfigError(f"query vocabulary {queries.vocab_size} != document vocabulary {docs.vocab_size}")
     opts = check_options(options)
     index, meta = build_seismic_index(docs, opts, cache_dir, threads)
+    started = time.perf_counter()
+    qs, ds, ss = search_index(index, queries, query_ids, k, opts, threads)
+    search_s = time.perf_counter() - started
+    info = {"options": dict(opts), "index_type": meta["key"]["index_type"], "package_version": meta["key"]["package"],
+            "index_seconds": meta.get("index_seconds"), "index_bytes": meta.get("index_bytes", 0),
+            "search_s": round(search_s, 3)}
+    return Run.from_arrays(qs, ds, ss, name=name), info
+
+
+def search_index(index: Any, queries: SparseVectors, query_ids: Sequence[str], k: int,
+                 options: Mapping[str, Any], threads: int | None = None) -> tuple[list[str], list[str], list[float]]:
+    """Top-``k`` of a built index for each query, as parallel (query id, doc id, score) lists
+    (``options``: checked options with ``query_cut`` and ``heap_factor``)."""
     seismic = seismic_module()
     string_type = seismic.get_seismic_string()
     ids, comps, vals = [], [], []
@@ -205,22 +218,18 @@ def seismic_search(docs: CorpusSparse, queries: SparseVectors, query_ids: Sequen
     qs: list[str] = []
     ds: list[str] = []
     ss: list[float] = []
-    started = time.perf_counter()
-    if ids:
-        results = index.batch_search(np.asarray(ids, dtype=string_type), comps, vals, k=int(k),
-                                     query_cut=int(opts["query_cut"]), heap_factor=float(opts["heap_factor"]),
-                                     num_threads=int(max(1, threads or 1)))
-        for hits in results:
-            for qid, score, doc in hits:
-                if score > 0:
-                    qs.append(qid)
-                    ds.append(doc)
-                    ss.append(float(score))
-    search_s = time.perf_counter() - started
-    info = {"options": dict(opts), "index_type": meta["key"]["index_type"], "package_version": meta["key"]["package"],
-            "index_seconds": meta.get("index_seconds"), "index_bytes": meta.get("index_bytes", 0),
-            "search_s": round(search_s, 3)}
-    return Run.from_arrays(qs, ds, ss, name=name), info
+    if not ids:
+        return qs, ds, ss
+    results = index.batch_search(np.asarray(ids, dtype=string_type), comps, vals, k=int(k),
+                                 query_cut=int(options["query_cut"]), heap_factor=float(options["heap_factor"]),
+                                 num_threads=int(max(1, threads or 1)))
+    for hits in results:
+        for qid, score, doc in hits:
+            if score > 0:
+                qs.append(qid)
+                ds.append(doc)
+                ss.append(float(score))
+    return qs, ds, ss
 
 
 def recall_against(reference: Run, run: Run, k: int) -> dict[str, float]:
@@ -242,4 +251,4 @@ def recall_against(reference: Run, run: Run, k: int) -> dict[str, float]:
 
 
 __all__ = ["NAME", "DEFAULT_OPTIONS", "BUILD_OPTIONS", "SEARCH_OPTIONS", "parse_backend", "check_options",
-           "seismic_module", "build_seismic_index", "seismic_search", "recall_against"]
+           "seismic_module", "build_seismic_index", "search_index", "seismic_search", "recall_against"]
