@@ -6,7 +6,9 @@ from one or more retrievers (``--retriever minilm --retriever bm25 ...``; severa
 positives, optionally removes the candidates an LLM judge votes false negatives (``--judge``,
 ``--filter-mode``; votes cached under the cache root), selects at most ``--k`` negatives with
 ``--strategy`` and writes the mined rows to
-``--out`` with ``<stem>.provenance.jsonl`` and ``<stem>.report.json`` beside it.  A killed run
+``--out`` with ``<stem>.provenance.jsonl`` and ``<stem>.report.json`` beside it.  ``--generate``
+fills pools that hold fewer than ``--k`` with candidates retrieved for LLM-written queries (summary
+of the positive, then a query from it; the judge filters the additions; texts cached).  A killed run
 resumes where it stopped; the same inputs give byte-identical files.
 """
 from __future__ import annotations
@@ -61,6 +63,11 @@ def register(subparsers) -> None:
     p.add_argument("--judge-max-tokens", type=positive_int, help="tokens a judge may answer with (default 8)")
     p.add_argument("--judge-rate", type=_fraction, help="openai judge: at most this many requests per second")
     p.add_argument("--judge-workers", type=positive_int, help="openai judge: parallel requests (default 4)")
+    p.add_argument("--generate", default="none", metavar="SPEC",
+                   help="negative generation for under-full pools: none | stand-in | transformers:<model> | "
+                        "openai:<base url>#<model> | vllm:<model> (default none)")
+    p.add_argument("--generate-max-tokens", type=positive_int, default=256,
+                   help="tokens a generated summary or query may have (default 256)")
     p.add_argument("--chunk-size", type=positive_int, default=2048, help="queries searched at a time")
     p.add_argument("--batch-size", type=positive_int, help="encoder batch size")
     p.add_argument("--cache-dir", help="cache root (default $HARNESS_CACHE or ~/.cache/retrieval-harness)")
@@ -103,6 +110,15 @@ def run(args) -> int:
                        workers=args.judge_workers)
     flt = None if judge is None else JudgeFilter(judge, args.filter_mode, VoteCache(cache_root(args.cache_dir)),
                                                  batch_size=args.judge_batch_size)
+    generation = None
+    if args.generate != "none":
+        from methods.mining.fill import Generation
+        from methods.mining.generate import TextCache, make_generator
+
+        gen_opts = {k: v for k, v in (("rate", args.judge_rate), ("workers", args.judge_workers)) if v is not None}
+        generation = Generation(make_generator(args.generate, max_new_tokens=args.generate_max_tokens,
+                                               batch_size=args.judge_batch_size, **gen_opts),
+                                TextCache(cache_root(args.cache_dir)), batch_size=args.judge_batch_size)
     corpus = read_corpus(args.corpus) if args.corpus else None
     sources = _sources(args.retriever or ["minilm"], args.language)
 
@@ -111,7 +127,7 @@ def run(args) -> int:
                              chunk_size=args.chunk_size, batch_size=args.batch_size, progress=False)
 
     report = mine_rows(rows, factory, args.out, settings, corpus=corpus, progress=not args.no_progress,
-                       overwrite=args.overwrite, judge_filter=flt)
+                       overwrite=args.overwrite, judge_filter=flt, generation=generation)
     print(json.dumps(report["report"], indent=2))
     message = report["report"].get("filter", {}).get("message")
     if message:

