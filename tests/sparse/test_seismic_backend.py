@@ -1,6 +1,7 @@
 """The ``seismic`` backend: approximate search (pyseismic-lsr) with its recall against ``exact`` recorded."""
 from __future__ import annotations
 
+import json
 import sys
 
 import numpy as np
@@ -129,3 +130,34 @@ def test_options_default_and_convert():
     name, opts = check_backend("seismic:query_cut=20,heap_factor=0.9")
     assert name == "seismic" and opts["query_cut"] == 20 and opts["heap_factor"] == 0.9
     assert opts["n_postings"] == DEFAULT_OPTIONS["n_postings"]
+
+
+def test_the_library_progress_stays_off_stdout(tmp_path):
+    """Seismic prints while building; a ``--format json`` caller's stdout must hold only its own output."""
+    import subprocess
+    import textwrap
+
+    script = textwrap.dedent("""
+        import json, sys
+        import numpy as np
+        from harness.data import Corpus
+        from harness.data.beir import Queries
+        sys.path.insert(0, sys.argv[2])
+        from sparse_fakes import TableEncoder
+        from harness.retrieval.sparse import sparse_search
+
+        table = {"a": [1.0, 0.5, 0.0], "b": [0.0, 1.0, 2.0], "q": [1.0, 1.0, 0.0]}
+        enc = TableEncoder(table, ["x", "y", "z"])
+        run, info = sparse_search(enc, Corpus(["1", "2"], ["", ""], ["a", "b"]), Queries(["q1"], ["q"]),
+                                  backend="seismic", cache_dir=sys.argv[1], progress=False)
+        print(json.dumps({"docs": list(run.doc_ids), "recall": info["recall_vs_exact"]}))
+    """)
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path), str(here)], capture_output=True, text=True,
+                          timeout=120, cwd=here.parents[1])
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"docs": ["1", "2"], "recall": {"recall@10": 1.0, "recall@100": 1.0,
+                                                                      "recall@1000": 1.0}}
+    assert "Building the index" in done.stderr
