@@ -14,6 +14,10 @@ from harness.protocol import BM25_TIES
 DEFAULT_METRICS = ("ndcg@10", "recall@100", "mrr@10", "map", "p@10", "success@10")
 BM25_K1, BM25_B = 0.9, 0.4
 DENSE_ONLY = ("pooling", "query_prompt", "doc_prompt", "normalize", "max_length", "batch_size", "index")
+# Dense-encoder execution options: they change the vectors (dtype, backend) or only memory (shard size).
+ENCODING = ("dtype", "backend", "shard_size")
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+BACKENDS = ("torch", "int8")
 BM25_ONLY = ("k1", "b", "bm25_ties")
 SPARSE_ONLY = ("sparse_backend", "quantization")
 SPARSE_BACKENDS = ("exact", "lucene-impact")
@@ -60,6 +64,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--doc-prompt", default=None, help="prefix for documents (overrides model default)")
     p.add_argument("--max-length", type=positive_int, default=None, help="max tokens for queries and documents")
     p.add_argument("--batch-size", type=positive_int, default=None, help="encoding batch size")
+    p.add_argument("--shard-size", type=positive_int, default=None,
+                   help="documents per embedding-cache shard (default 50000): peak encoding memory is one shard of "
+                        "texts and vectors plus one batch of tokens; an existing cache entry keeps its layout")
+    p.add_argument("--dtype", choices=tuple(DTYPES), default=None,
+                   help="weights/activation precision of a dense model (default fp32 on CPU, bf16/fp16 autocast on a "
+                        "GPU); not fp32 changes the vectors: recorded in the manifest, the cache key and the card")
+    p.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="dense inference backend: torch (default) or int8 (dynamic int8 linear layers on CPU, "
+                        "slightly different numbers: recorded in the manifest, cache key and card)")
     p.add_argument("--index", default=None,
                    help="faiss index factory string (Flat, HNSW32, IVF1024,Flat, ...; default Flat)")
     p.add_argument("--top-k", type=positive_int, default=None, help="run depth (default: the card's, 1000)")
@@ -108,10 +121,16 @@ def run(args: argparse.Namespace) -> int:
             overrides[key] = value
     if args.max_length:
         overrides["query_max_length"] = overrides["doc_max_length"] = args.max_length
+    encoding = encoding_overrides(args)
     spec = ModelSpec(args.model, overrides=overrides, bm25_k1=BM25_K1 if args.k1 is None else args.k1,
                      bm25_b=BM25_B if args.b is None else args.b, index=args.index or "Flat",
                      sparse_backend=args.sparse_backend or "exact", quantization=args.quantization or "pyserini")
     warn_ignored_options(args, lexical=spec.is_lexical, sparse=spec.is_sparse)
+    if encoding and not (spec.is_lexical or spec.is_sparse):
+        spec.overrides = {**overrides, **encoding}
+        extra = encoding_card_fields(encoding)
+        if extra:
+            loaded.card = loaded.card.with_(extra={**dict(loaded.card.extra), **extra})
     out = args.out or default_out_dir(args.results_root, loaded, spec)
     # Before any compute.  The default location is the harness's own: a previous result there is
     # replaced; an explicit --out replaces one only with --overwrite.  Nothing else is ever replaced.
@@ -130,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
 def warn_ignored_options(args: argparse.Namespace, lexical: bool, sparse: bool = False) -> list[str]:
     """Log one warning per given option that the model does not use (dense options with
     BM25, ``--k1``/``--b`` with a dense model, sparse options with a non-sparse one); returns the options named."""
-    unused: tuple[str, ...] = (DENSE_ONLY + SPARSE_ONLY if lexical else BM25_ONLY + ("index", "normalize") if sparse
+    unused: tuple[str, ...] = (DENSE_ONLY + ENCODING + SPARSE_ONLY if lexical
+                               else BM25_ONLY + ("index", "normalize") + ENCODING if sparse
                                else BM25_ONLY + SPARSE_ONLY)
     if sparse and args.sparse_backend != "lucene-impact":
         unused += ("quantization",)
@@ -140,6 +160,32 @@ def warn_ignored_options(args: argparse.Namespace, lexical: bool, sparse: bool =
         what = "BM25" if lexical else "a sparse model" if sparse else "a dense model"
         log.warning("%s does not apply to %s (--model %s) and is ignored", flag, what, args.model)
     return ignored
+
+
+def encoding_overrides(args: argparse.Namespace) -> dict:
+    """HFEncoder keyword overrides from ``--dtype``, ``--backend`` and ``--shard-size`` (given ones only)."""
+    out: dict = {}
+    if getattr(args, "dtype", None):
+        out["dtype"] = DTYPES[args.dtype]
+    if getattr(args, "backend", None):
+        out["backend"] = args.backend
+    if getattr(args, "shard_size", None):
+        out["shard_size"] = args.shard_size
+    return out
+
+
+def encoding_card_fields(encoding: dict) -> dict:
+    """Protocol-card ``extra`` fields for encoding options that change the numbers (a non-fp32 dtype, the
+    int8 backend); the defaults add nothing, so default cards keep their fingerprints.  The shard size
+    changes no number and is not recorded."""
+    from harness.encoders.quantized import INT8_IDENTITY
+
+    extra: dict = {}
+    if encoding.get("dtype", "float32") != "float32":
+        extra["encoder_dtype"] = encoding["dtype"]
+    if encoding.get("backend", "torch") != "torch":
+        extra["encoder_backend"] = INT8_IDENTITY
+    return extra
 
 
 def _parse_options(items: list[str]) -> dict:

@@ -179,8 +179,14 @@ def encode_corpus(encoder: Encoder, corpus: Corpus, cache_dir: str | Path | None
     """Return the embeddings of ``corpus`` under ``encoder``, encoding only what the cache lacks.
 
     ``cache_dir`` is the cache root (see :func:`cache_root`); entries live under
-    ``<root>/embeddings/``.  Texts are ``corpus.passages()`` (title + " " + text).
+    ``<root>/embeddings/``.  Texts are ``corpus.passages()`` (title + " " + text).  An encoder
+    that carries its own ``shard_size`` (``harness eval --shard-size``) sets the layout of a new
+    entry unless the caller asks for a size other than the default.  Peak memory is one shard
+    of texts and vectors plus one batch of tokens (the encoder tokenises per batch).
     """
+    requested = getattr(encoder, "shard_size", None)
+    if requested is not None and shard_size == DEFAULT_SHARD_SIZE:
+        shard_size = requested
     entry, meta = open_entry(encoder, corpus, cache_dir, kind="dense", folder="embeddings", shard_size=shard_size,
                              fields={"dim": None, "dtype": "float32"}, shard_fields=lambda i: {"file": _shard_file(i)})
     n = len(corpus)

@@ -5,11 +5,18 @@ such as ``minilm``), or a PEFT LoRA adapter folder (the adapter is merged into i
 base model for inference), and encodes texts with ``cls``/``mean``/``last`` pooling,
 optional L2 normalisation, query/document prompts and separate max lengths.
 
-Speed on CPU comes from doing no wasted work: every text is tokenized once (the
-Rust tokenizer, one call per encode), texts are ordered by their *token* length so
-that each batch pads to almost nothing, padding is done in numpy, and the forward
-runs under ``torch.inference_mode`` with oneDNN-fused linear layers on CPU
-(:mod:`harness.encoders.fusion`).  Batches always pad on the right, which keeps
+Speed on CPU comes from doing no wasted work: texts are ordered by their *token*
+length so that each batch pads to almost nothing, padding is done in numpy, and the
+forward runs under ``torch.inference_mode`` with oneDNN-fused linear layers on CPU
+(:mod:`harness.encoders.fusion`).  Memory stays bounded by the batch, not by the number
+of texts: a first pass tokenises ``tokenize_window`` texts at a time and keeps only each
+text's token count (8 bytes), the order is computed from the counts, and each batch is
+tokenised again right before its forward (the Rust tokenizer costs ~1-2% of a CPU
+forward, while holding every text's token list cost ~277 bytes per token).  The batches
+are exactly those of one global length sort, so the vectors are bit-identical to
+tokenising everything up front.  ``backend="int8"`` runs the linear layers as dynamic
+int8 (:mod:`harness.encoders.quantized`); ``dtype`` bf16/fp16 loads the weights in that
+precision (autocast on CUDA).  Batches always pad on the right, which keeps
 position ids correct for every architecture (encoders and decoders alike); ``last``
 pooling then reads the last real token through the attention mask.
 """
@@ -31,6 +38,7 @@ from harness.encoders.base import Encoder
 from harness.encoders.fusion import fuse_linear_layers
 from harness.encoders.model_check import check_model, has_tokenizer, load_errors
 from harness.encoders.pooling import POOLING_MODES, pool
+from harness.encoders.quantized import INT8_IDENTITY, check_backend, quantize_int8
 from harness.encoders.settings import (
     ENCODER_CONFIG_FILE,
     EncoderSettings,
@@ -93,7 +101,11 @@ class HFEncoder(Encoder):
     sentence-transformers defaults; an explicit argument (not ``None``) wins.  The
     weights are loaded on first use, so asking for ``identity()`` (the cache key) is cheap.
     ``cpu_fusion`` runs fp32 CPU linear layers through oneDNN with bias/GELU fused
-    (:mod:`harness.encoders.fusion`; the same math up to summation order).
+    (:mod:`harness.encoders.fusion`; the same math up to summation order).  ``backend`` is
+    ``torch`` (default) or ``int8`` (dynamic int8 linear layers on CPU; part of the identity).
+    ``shard_size`` is the embedding-cache shard size this encoder asks for
+    (:func:`harness.encoders.cache.encode_corpus`); ``tokenize_window`` bounds how many texts
+    are tokenised at once while measuring lengths.
     """
 
     kind = "dense"
@@ -102,7 +114,8 @@ class HFEncoder(Encoder):
                  query_prompt: str | None = None, doc_prompt: str | None = None,
                  query_max_length: int | None = None, doc_max_length: int | None = None,
                  append_eos: bool | None = None, batch_size: int = 64, device: str | None = None,
-                 dtype: str | torch.dtype = "auto", cpu_fusion: bool = True):
+                 dtype: str | torch.dtype = "auto", cpu_fusion: bool = True, backend: str = "torch",
+                 shard_size: int | None = None, tokenize_window: int = 4096):
         self.model_name = model
         check_model(model)  # a clear error now, not an obscure one (or a silent [UNK] tokenizer) at load
         path, defaults = resolve_model(model)
@@ -132,6 +145,12 @@ class HFEncoder(Encoder):
         self.batch_size = batch_size
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
+        self.backend = check_backend(backend, self.device, self.dtype)
+        for name, value in (("shard_size", shard_size), ("tokenize_window", tokenize_window)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        self.shard_size = shard_size
+        self.tokenize_window = tokenize_window
         self.similarity = "cos" if self.settings.normalize else "dot"
         self.cpu_fusion = bool(cpu_fusion)
         self.fused: dict[str, int] = {}
@@ -146,8 +165,11 @@ class HFEncoder(Encoder):
             if self.base_path is not None:
                 fp = f"{fp}+base={model_fingerprint(self.base_path)}"
             self._fingerprint = fp
-        return {"encoder": "hf", "model": self._fingerprint, **self.settings.to_dict(),
-                "dtype": _DTYPE_NAMES[self.dtype]}
+        identity = {"encoder": "hf", "model": self._fingerprint, **self.settings.to_dict(),
+                    "dtype": _DTYPE_NAMES[self.dtype]}
+        if self.backend != "torch":       # absent for torch: fp32/bf16 cache keys stay what they were
+            identity["backend"] = INT8_IDENTITY
+        return identity
 
     # ------------------------------------------------------------------ loading
     def _load(self):
@@ -183,7 +205,10 @@ class HFEncoder(Encoder):
         if getattr(model.config, "is_encoder_decoder", False):
             model = model.get_encoder()
         model.to(self.device).eval()
-        if self.cpu_fusion and self.device.type == "cpu" and self.dtype == torch.float32:
+        if self.backend == "int8":
+            model, count = quantize_int8(model)
+            self.fused = {"int8_linear": count}
+        elif self.cpu_fusion and self.device.type == "cpu" and self.dtype == torch.float32:
             self.fused = fuse_linear_layers(model)
         self._model, self._tokenizer = model, tokenizer
         return model, tokenizer
@@ -192,7 +217,7 @@ class HFEncoder(Encoder):
     def dim(self) -> int:
         """Embedding dimension (loads the model)."""
         model, _ = self._load()
-        return int(model.config.hidden_size)
+        return _hidden_size(model)
 
     # ----------------------------------------------------------------- encoding
     def encode_queries(self, texts: Sequence[str], *, batch_size: int | None = None,
@@ -220,15 +245,28 @@ class HFEncoder(Encoder):
                         return_token_type_ids=False)["input_ids"]
         return [x if (x and x[-1] == eos) else x + [eos] for x in ids]
 
+    def token_lengths(self, texts: Sequence[str], max_length: int, prompt: str = "") -> np.ndarray:
+        """Token count of every text (as :meth:`tokenize` gives it), ``tokenize_window`` texts at a time,
+        so only one window's token lists are ever held."""
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, not one string")
+        n = len(texts)
+        lengths = np.empty(n, dtype=np.int64)
+        for start in range(0, n, self.tokenize_window):
+            window = self.tokenize(list(texts[start:start + self.tokenize_window]), max_length, prompt)
+            lengths[start:start + len(window)] = np.fromiter(map(len, window), dtype=np.int64, count=len(window))
+        return lengths
+
     def _encode(self, texts: Sequence[str], max_length: int, prompt: str, batch_size: int | None,
                 progress: bool, desc: str) -> np.ndarray:
         model, tokenizer = self._load()
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, not one string")
         if len(texts) == 0:
-            return np.empty((0, int(model.config.hidden_size)), dtype=np.float32)
-        ids = self.tokenize(texts, max_length, prompt)
-        n = len(ids)
-        out = np.empty((n, int(model.config.hidden_size)), dtype=np.float32)
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=n)
+            return np.empty((0, _hidden_size(model)), dtype=np.float32)
+        lengths = self.token_lengths(texts, max_length, prompt)
+        n = len(lengths)
+        out = np.empty((n, _hidden_size(model)), dtype=np.float32)
         # Longest first: the largest batch runs first (an OOM shows at once), and ties keep input order.
         order = np.argsort(-lengths, kind="stable")
         step = batch_size or self.batch_size
@@ -239,7 +277,8 @@ class HFEncoder(Encoder):
                                                      leave=False) as bar:
             for start in range(0, n, step):
                 rows = order[start:start + step]
-                input_ids, mask = _pad_right([ids[i] for i in rows], lengths[rows], pad_id)
+                ids = self.tokenize([texts[i] for i in rows.tolist()], max_length, prompt)
+                input_ids, mask = _pad_right(ids, lengths[rows], pad_id)
                 input_ids = input_ids.to(self.device, non_blocking=True)
                 mask = mask.to(self.device, non_blocking=True)
                 hidden = model(input_ids=input_ids, attention_mask=mask).last_hidden_state
@@ -249,6 +288,11 @@ class HFEncoder(Encoder):
                 out[rows] = emb.cpu().numpy()
                 bar.update(len(rows))
         return out
+
+
+def _hidden_size(model) -> int:
+    config = getattr(model, "config", None)
+    return int(config.hidden_size)  # type: ignore[union-attr]
 
 
 def _pad_right(rows: list[list[int]], lengths: np.ndarray, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -271,7 +315,8 @@ def load_encoder(name: str, **overrides: Any) -> Encoder:
         raise ConfigError("'bm25' is a lexical model, not a dense encoder; use harness.retrieval.bm25")
     given = {k: v for k, v in overrides.items() if v is not None}
     allowed = ("pooling", "normalize", "query_prompt", "doc_prompt", "query_max_length", "doc_max_length",
-               "append_eos", "batch_size", "device", "dtype", "cpu_fusion")
+               "append_eos", "batch_size", "device", "dtype", "cpu_fusion", "backend", "shard_size",
+               "tokenize_window")
     unknown = sorted(set(given) - set(allowed))
     if unknown:
         raise ConfigError(f"unknown encoder option(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
