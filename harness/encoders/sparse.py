@@ -1,4 +1,4 @@
-"""Sparse encoders over masked-LM backbones: vocabulary logits -> term weights.
+"""Sparse encoders over masked-LM backbones (and decoder LM heads): vocabulary logits -> term weights.
 
 :class:`SparseMLMEncoder` loads a model with ``transformers.AutoModelForMaskedLM`` and turns
 each text into one weight per vocabulary entry, ``log(1 + relu(logit))`` aggregated over the
@@ -10,10 +10,15 @@ pruned to the ``top_k`` largest weights per text.  Similarity is the plain dot p
 The vocabulary logits are ``(batch, length, vocabulary)`` floats, far larger than hidden
 states, so batches are cut by a token budget as well as by ``batch_size``; texts are sorted
 by token length so that a batch pads to almost nothing.
+
+:class:`EchoSparseEncoder` does the same from a decoder's LM head (``AutoModelForCausalLM``) over echo
+or plain templates, pooled on the marked positions only (:mod:`harness.encoders.echo_inputs`; its
+settings and checks: :mod:`harness.encoders.sparse_echo`).
 """
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,9 +29,24 @@ from tqdm.auto import tqdm
 
 from harness.encoders.backbone import model_fingerprint, resolve_model
 from harness.encoders.base import Encoder
+from harness.encoders.echo_inputs import (
+    PROMPT,
+    default_templates,
+    echo_token_rows,
+    pad_echo_rows,
+    pad_id_of,
+    text_token_ids,
+)
 from harness.encoders.hf import _DTYPE_NAMES, _pad_right, resolve_device, resolve_dtype
-from harness.encoders.model_check import check_model, load_errors
+from harness.encoders.model_check import check_model, has_tokenizer, load_errors
 from harness.encoders.settings import read_encoder_config
+from harness.encoders.sparse_echo import (
+    EchoSettings,
+    check_causal_lm,
+    first_given,
+    is_echo_model,
+    read_echo_settings,
+)
 from harness.encoders.sparse_vectors import SparseVectors
 from harness.errors import ConfigError, InputError
 from harness.train.heads import AGGREGATIONS, splade_pool
@@ -178,6 +198,132 @@ class SparseMLMEncoder(Encoder):
         return stacked.take(inverse)
 
 
+class EchoSparseEncoder(SparseMLMEncoder):
+    """Term weights from a decoder's LM head over echo (or plain) templates (see the module docstring).
+
+    Beyond :class:`~harness.encoders.sparse.SparseMLMEncoder`'s options: ``echo`` (True: the text twice,
+    pooled on the second occurrence; False: once), ``include_eos`` (pool the template's EOS piece too),
+    ``query_template`` / ``doc_template`` (echo syntax; default: the mode's).  ``query_prompt`` fills the
+    ``%%prompt%%`` of the (instructed) query template; ``doc_prompt`` needs a document template with one.
+    """
+
+    def __init__(self, model: str, *, echo: bool | None = None, include_eos: bool | None = None,
+                 query_template: str | None = None, doc_template: str | None = None, **kwargs: Any):
+        super().__init__(model, **kwargs)
+        _, defaults = resolve_model(model)
+        saved = read_echo_settings(self.path) if Path(self.path).is_dir() else {}
+        self.echo = bool(first_given(echo, saved.get("echo"), defaults.echo, True))
+        self.include_eos = bool(first_given(include_eos, saved.get("include_eos"), False))
+        self.base_model: str | None = saved.get("base_model")
+        templates = default_templates(self.echo)
+        if saved.get("echo", self.echo) != self.echo:
+            saved = {}                  # the other mode asked for: its default templates, not the saved ones
+        self.query_template = str(first_given(query_template, saved.get("query_template"),
+                                         templates["query_instructed" if self.query_prompt else "query"]))
+        self.doc_template = str(first_given(doc_template, saved.get("doc_template"), templates["document"]))
+        settings = EchoSettings(self.echo, self.include_eos, self.query_template, self.doc_template)  # validates
+        for side, prompt, template in (("query", self.query_prompt, settings.query_template),
+                                       ("doc", self.doc_prompt, settings.doc_template)):
+            if prompt and PROMPT not in str(template):
+                raise ConfigError(f"{side}_prompt {prompt!r} given, but the {side} template {template!r} has no "
+                                  f"{PROMPT} piece to put it in")
+        check_causal_lm(model)
+
+    def identity(self) -> dict[str, Any]:
+        base = super().identity()
+        return {**base, "encoder": "hf-echo-sparse", "representation": "lm-log1p-relu", "echo": self.echo,
+                "include_eos": self.include_eos, "query_template": self.query_template,
+                "doc_template": self.doc_template}
+
+    # ------------------------------------------------------------------ loading
+    def _load(self):
+        if self._model is not None:
+            return self._model, self._tokenizer
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        folder = Path(self.path)
+        adapter = folder / "adapter_config.json"
+        with load_errors(self.path):
+            try:
+                if adapter.is_file():
+                    from peft import PeftModel
+
+                    base = self.base_model or json.loads(adapter.read_text(encoding="utf-8"))["base_model_name_or_path"]
+                    check_causal_lm(base)
+                    base_path, _ = resolve_model(base)
+                    backbone = AutoModelForCausalLM.from_pretrained(base_path, dtype=self.dtype)
+                    model = PeftModel.from_pretrained(backbone, str(folder)).merge_and_unload()
+                    tokenizer = AutoTokenizer.from_pretrained(str(folder) if has_tokenizer(folder) else base_path)
+                else:
+                    model = AutoModelForCausalLM.from_pretrained(self.path, dtype=self.dtype)
+                    tokenizer = AutoTokenizer.from_pretrained(self.path)
+            except ValueError as exc:
+                if "Unrecognized configuration class" not in str(exc):
+                    raise
+                raise ConfigError(f"model {self.model_name!r} has no causal-LM head (AutoModelForCausalLM does not "
+                                  "support its architecture); echo sparse encoding needs one") from None
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+        model.to(self.device).eval()
+        self._model, self._tokenizer = model, tokenizer
+        return model, tokenizer
+
+    # ----------------------------------------------------------------- encoding
+    def template(self, side: str) -> tuple[str, str, int]:
+        """``(template, prompt, max_length)`` of ``side`` (query or doc)."""
+        if side == "query":
+            return self.query_template, self.query_prompt, self.query_max_length
+        if side == "doc":
+            return self.doc_template, self.doc_prompt, self.doc_max_length
+        raise ConfigError(f"unknown side {side!r}; query or doc")
+
+    def text_token_ids(self, texts: Sequence[str], side: str = "doc") -> list[list[int]]:
+        """The token ids of each text as its pooled piece holds them (for :func:`top_terms_in_text` checks)."""
+        _, tokenizer = self._load()
+        return text_token_ids(tokenizer, texts, self.template(side)[2])
+
+    def encode_queries(self, texts: Sequence[str], *, batch_size: int | None = None,  # type: ignore[override]
+                       progress: bool = True) -> SparseVectors:
+        return self._encode_side(texts, "query", self.query_top_k, batch_size, progress)
+
+    def encode_docs(self, texts: Sequence[str], *, batch_size: int | None = None,  # type: ignore[override]
+                    progress: bool = True) -> SparseVectors:
+        return self._encode_side(texts, "doc", self.doc_top_k, batch_size, progress)
+
+    def _encode_side(self, texts: Sequence[str], side: str, top_k: int | None, batch_size: int | None,
+                     progress: bool) -> SparseVectors:
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, not one string")
+        model, tokenizer = self._load()
+        vocab = self.vocab_size
+        if len(texts) == 0:
+            return SparseVectors.empty(vocab)
+        template, prompt, max_length = self.template(side)
+        rows = echo_token_rows(tokenizer, texts, template, max_length, self.include_eos, prompt)
+        lengths = np.fromiter((len(ids) for ids, _ in rows), dtype=np.int64, count=len(rows))
+        order = np.argsort(-lengths, kind="stable")
+        pad_id = pad_id_of(tokenizer)
+        blocks: list[SparseVectors] = []
+        autocast = (torch.autocast(device_type="cuda", dtype=self.dtype)
+                    if self.device.type == "cuda" and self.dtype != torch.float32 else contextlib.nullcontext())
+        with torch.inference_mode(), autocast, tqdm(total=len(rows), desc=f"encode {side}s (echo)" if self.echo
+                                                     else f"encode {side}s", unit="text", disable=not progress,
+                                                     leave=False) as bar:
+            for batch in self._batches(lengths, order, batch_size or self.batch_size):
+                input_ids, attention, pooling = pad_echo_rows([rows[i] for i in batch], pad_id)
+                columns = pooling.any(dim=0).nonzero()
+                first = int(columns[0]) if len(columns) else input_ids.shape[1] - 1
+                logits = model(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
+                               logits_to_keep=input_ids.shape[1] - first).logits
+                weights = splade_pool(logits.float(), pooling[:, first:].to(self.device), self.pooling)
+                blocks.append(SparseVectors.from_dense(weights.cpu().numpy(), top_k))
+                bar.update(len(batch))
+        stacked = SparseVectors.concatenate(blocks)
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(len(order))
+        return stacked.take(inverse)
+
+
 def is_sparse_model(name: str) -> bool:
     """True for sparse models: an alias whose defaults say so (``splade-tiny``), or a saved
     sentence-transformers sparse encoder (its ``modules.json`` names ``SpladePooling``)."""
@@ -199,12 +345,20 @@ def is_sparse_model(name: str) -> bool:
         return False
 
 
+ECHO_OPTIONS = ("echo", "include_eos", "query_template", "doc_template")
+
+
 def load_sparse_encoder(name: str, **overrides: Any) -> SparseMLMEncoder:
-    """Build a sparse encoder from keyword overrides (``None`` values mean "not given")."""
+    """Build a sparse encoder from keyword overrides (``None`` values mean "not given"): an
+    :class:`~harness.encoders.sparse_echo.EchoSparseEncoder` for a decoder read through its LM head
+    (an echo alias or a folder with ``harness_echo.json``), else a :class:`SparseMLMEncoder`."""
     given = {k: v for k, v in overrides.items() if v is not None}
-    allowed = ("pooling", "query_prompt", "doc_prompt", "query_max_length", "doc_max_length", "query_top_k",
-               "doc_top_k", "batch_size", "token_budget", "device", "dtype")
+    allowed: tuple[str, ...] = ("pooling", "query_prompt", "doc_prompt", "query_max_length", "doc_max_length",
+                                "query_top_k", "doc_top_k", "batch_size", "token_budget", "device", "dtype")
+    echo = is_echo_model(name)
+    if echo:
+        allowed += ECHO_OPTIONS
     unknown = sorted(set(given) - set(allowed))
     if unknown:
         raise ConfigError(f"unknown sparse encoder option(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
-    return SparseMLMEncoder(name, **given)
+    return EchoSparseEncoder(name, **given) if echo else SparseMLMEncoder(name, **given)

@@ -4,18 +4,23 @@
   tokenizer, so it reads real text exactly as the real model would.
 * :func:`make_tiny_decoder` - a 2-layer Llama-style decoder with a small word-level
   tokenizer that adds BOS but, like Qwen1.5 and Llama-3, no EOS: the case that needs
-  ``append_eos`` for last-token pooling.
+  ``append_eos`` for last-token pooling.  ``lm_head="untied"`` saves it with its own LM head
+  (Mistral/Llama-2 style, the Echo-Mistral-SPLADE case), ``"tied"`` with the head tied to the
+  input embeddings (SmolLM2/BERT style).
+* :func:`untie_lm_head` - a copy of a causal-LM folder whose LM head is a separate parameter.
 
 The weights are random but seeded, so the same call gives the same model.
 """
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from harness.encoders.backbone import resolve_model
 from harness.encoders.settings import EncoderSettings, write_encoder_config
+from harness.errors import ConfigError
 
 # A small closed vocabulary: enough words to write test sentences with.
 TINY_WORDS = (
@@ -50,11 +55,24 @@ def make_tiny_bert(path: str | Path, *, hidden: int = 32, layers: int = 2, heads
     return path
 
 
+LM_HEADS = ("none", "tied", "untied")
+
+
 def make_tiny_decoder(path: str | Path, *, hidden: int = 32, layers: int = 2, heads: int = 2,
-                      intermediate: int = 64, seed: int = 0, settings: EncoderSettings | None = None) -> Path:
-    """Save a seeded random Llama-style decoder whose tokenizer adds BOS but no EOS."""
+                      intermediate: int = 64, seed: int = 0, settings: EncoderSettings | None = None,
+                      lm_head: str = "none") -> Path:
+    """Save a seeded random Llama-style decoder whose tokenizer adds BOS but no EOS.
+
+    ``lm_head``: ``"none"`` saves the bare ``LlamaModel``; ``"tied"`` a ``LlamaForCausalLM`` whose head
+    is the input embedding matrix; ``"untied"`` one whose head is its own parameter, initialised as a
+    copy of the embeddings (so its logits start out meaning tokens, as a pretrained untied head does,
+    and can drift apart from them when trained).
+    """
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import LlamaConfig, LlamaModel, PreTrainedTokenizerFast
+    from transformers import LlamaConfig, LlamaForCausalLM, LlamaModel, PreTrainedTokenizerFast
+
+    if lm_head not in LM_HEADS:
+        raise ConfigError(f"make_tiny_decoder: lm_head must be one of {', '.join(LM_HEADS)}, got {lm_head!r}")
 
     path = Path(path)
     specials = ["<pad>", "<unk>", "<s>", "</s>"]
@@ -67,11 +85,33 @@ def make_tiny_decoder(path: str | Path, *, hidden: int = 32, layers: int = 2, he
     config = LlamaConfig(vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=layers,
                          num_attention_heads=heads, num_key_value_heads=heads, intermediate_size=intermediate,
                          max_position_embeddings=512, pad_token_id=vocab["<pad>"], bos_token_id=vocab["<s>"],
-                         eos_token_id=vocab["</s>"])
+                         eos_token_id=vocab["</s>"], tie_word_embeddings=lm_head == "tied")
     torch.manual_seed(seed)
-    model = LlamaModel(config).eval()
-    model.save_pretrained(path)
+    model: Any = LlamaModel(config) if lm_head == "none" else LlamaForCausalLM(config)
+    if lm_head == "untied":
+        with torch.no_grad():
+            model.get_output_embeddings().weight.copy_(model.get_input_embeddings().weight)
+    model.eval().save_pretrained(path)
     tok.save_pretrained(path)
     if settings is not None:
         write_encoder_config(path, settings)
+    return path
+
+
+def untie_lm_head(source: str | Path, path: str | Path) -> Path:
+    """Save a copy of the causal-LM folder ``source`` into ``path`` with an untied LM head (a separate
+    parameter holding the same values), tokenizer and ``harness_encoder.json`` included."""
+    import shutil
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source, path = Path(resolve_model(str(source))[0]), Path(path)
+    model = AutoModelForCausalLM.from_pretrained(source)
+    head = model.get_output_embeddings().weight.detach().clone()
+    model.config.tie_word_embeddings = False
+    model.get_output_embeddings().weight = torch.nn.Parameter(head)
+    model.save_pretrained(path)
+    AutoTokenizer.from_pretrained(source).save_pretrained(path)
+    if (source / "harness_encoder.json").is_file():
+        shutil.copyfile(source / "harness_encoder.json", path / "harness_encoder.json")
     return path

@@ -9,7 +9,14 @@ is loaded with (``backbone_kind``), because a sparse head needs vocabulary logit
 * :class:`SparseHead`: SPLADE term weights (METHODS.md 4.1)
   ``w_j = max_i log(1 + relu(logit_ij))`` over the non-padding tokens (special tokens
   included), from an MLM head (``backbone_kind="masked-lm"``) or a decoder's LM head
-  (``"causal-lm"``, Echo-Mistral-SPLADE); ``aggregation="sum"`` is the sum variant.
+  (``"causal-lm"``, Echo-Mistral-SPLADE); ``aggregation="sum"`` is the sum variant;
+* :class:`MarkedSparseHead`: the same weights pooled only over the positions a *marked*
+  attention mask flags :data:`POOLED` (echo templates pool the second occurrence of the
+  text, :mod:`harness.encoders.echo_inputs`); the backbone sees the mask binarised.
+
+A head may also shape how its backbone is loaded: ``load_kwargs()`` (extra
+``from_pretrained`` arguments, e.g. a quantisation config) and ``prepare_backbone(model)``
+(called once on the loaded model, before any LoRA wrapping: freeze layers, install hooks).
 
 Heads hold no parameters of their own (the MLM/LM head is part of the backbone), so
 saved model folders and checkpoints are the backbone's alone.
@@ -27,6 +34,8 @@ from harness.errors import ConfigError
 # Which ``transformers`` auto class loads the backbone a head reads from.
 BACKBONE_CLASSES = {"base": "AutoModel", "masked-lm": "AutoModelForMaskedLM", "causal-lm": "AutoModelForCausalLM"}
 AGGREGATIONS = ("max", "sum")
+# A marked attention mask: 0 padding, 1 attended, POOLED attended and pooled (MarkedSparseHead).
+POOLED = 2
 
 
 class Head(nn.Module):
@@ -44,6 +53,13 @@ class Head(nn.Module):
     def saved_pooling(self) -> str | None:
         """The ``pooling`` a saved model folder records for this head (None: the spec's dense pooling)."""
         return None
+
+    def load_kwargs(self) -> dict[str, Any]:
+        """Extra ``from_pretrained`` arguments for the backbone (none by default)."""
+        return {}
+
+    def prepare_backbone(self, backbone: nn.Module) -> None:
+        """Adjust the freshly loaded backbone (before LoRA wrapping); nothing by default."""
 
 
 class DenseHead(Head):
@@ -105,6 +121,57 @@ class SparseHead(Head):
         return self.aggregation
 
 
+class MarkedSparseHead(SparseHead):
+    """SPLADE term weights pooled over the positions marked :data:`POOLED` in the attention mask.
+
+    The backbone gets the mask binarised (a forward pre-hook installed by :meth:`prepare_backbone`)
+    and, when it supports ``logits_to_keep``, computes vocabulary logits only from the first pooled
+    column of the batch on (the echo's first occurrence needs none); the head aligns the mask with
+    the logits it receives.
+    """
+
+    def __init__(self, aggregation: str = "max", lm: str = "causal"):
+        super().__init__(aggregation, lm)
+
+    def forward(self, outputs: Any, attention_mask: torch.Tensor) -> torch.Tensor:
+        logits = getattr(outputs, "logits", None)
+        if logits is None:
+            raise ConfigError("sparse head: the backbone returned no vocabulary logits (load it with an LM head)")
+        pooled = (attention_mask == POOLED)[:, attention_mask.shape[1] - logits.shape[1]:]
+        return splade_pool(logits, pooled.to(attention_mask.dtype), self.aggregation)
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "mask": "marked"}
+
+    def prepare_backbone(self, backbone: nn.Module) -> None:
+        install_marked_mask_hook(backbone)
+
+
+def install_marked_mask_hook(backbone: nn.Module) -> None:
+    """Let ``backbone`` take a marked attention mask: binarise it and keep only the logits from the first
+    pooled column on (``logits_to_keep``, when the model's forward has it and the caller gave none)."""
+    import inspect
+
+    try:
+        keeps = "logits_to_keep" in inspect.signature(backbone.forward).parameters
+    except (TypeError, ValueError):
+        keeps = False
+
+    def hook(module: nn.Module, args: tuple, kwargs: dict[str, Any]):
+        mask = kwargs.get("attention_mask")
+        if mask is None or mask.ndim != 2:
+            return args, kwargs
+        columns = (mask == POOLED).any(dim=0).nonzero()
+        if not len(columns):            # an ordinary mask: the call goes through untouched
+            return args, kwargs
+        kwargs["attention_mask"] = (mask > 0).to(mask.dtype)
+        if keeps and "logits_to_keep" not in kwargs:
+            kwargs["logits_to_keep"] = mask.shape[1] - int(columns[0])
+        return args, kwargs
+
+    backbone.register_forward_pre_hook(hook, with_kwargs=True)
+
+
 def load_backbone_for(name: str, head: Head):
     """``(model, tokenizer, defaults)`` with the auto class ``head`` needs (``AutoModel`` for dense heads)."""
     import transformers
@@ -119,5 +186,6 @@ def load_backbone_for(name: str, head: Head):
     tokenizer = transformers.AutoTokenizer.from_pretrained(path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
-    model = getattr(transformers, BACKBONE_CLASSES[head.backbone_kind]).from_pretrained(path)
+    model = getattr(transformers, BACKBONE_CLASSES[head.backbone_kind]).from_pretrained(path, **head.load_kwargs())
+    head.prepare_backbone(model)
     return model, tokenizer, defaults
