@@ -76,26 +76,12 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _sources(names: list[str], language: str):
-    from harness.encoders.hf import load_encoder
-    from harness.retrieval.pool import BM25Source, DenseSource
-
-    sources: list[BM25Source | DenseSource] = []
-    for i, name in enumerate(names):
-        label = name if names.index(name) == i else f"{name}#{i}"   # a repeated model gets a distinct name
-        if name.lower() == "bm25":
-            sources.append(BM25Source(language=language, name=label))
-        else:
-            sources.append(DenseSource(load_encoder(name), name=label))
-    return sources
-
-
 def run(args) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from harness.data.beir import read_corpus
     from harness.data.training import read_training_rows
     from harness.encoders.cache import cache_root
-    from harness.retrieval.pool import CandidatePool
+    from harness.retrieval.pool import CandidatePool, named_sources
     from methods.mining.judge_cache import VoteCache
     from methods.mining.judge_filter import JudgeFilter
     from methods.mining.judge_spec import make_judge
@@ -120,7 +106,7 @@ def run(args) -> int:
                                                batch_size=args.judge_batch_size, **gen_opts),
                                 TextCache(cache_root(args.cache_dir)), batch_size=args.judge_batch_size)
     corpus = read_corpus(args.corpus) if args.corpus else None
-    sources = _sources(args.retriever or ["minilm"], args.language)
+    sources = named_sources(args.retriever or ["minilm"], args.language)
 
     def factory(c):
         return CandidatePool(sources, c, depth=args.depth, fusion=args.fusion, cache_dir=args.cache_dir,

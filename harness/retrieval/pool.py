@@ -73,6 +73,21 @@ class BM25Source:
 Source = DenseSource | BM25Source
 
 
+def named_sources(names: Sequence[str], language: str = "en") -> list[Source]:
+    """Sources from model names: ``bm25`` (with the language's analyzer) or a dense model (alias, folder,
+    hub id); a name given twice gets a distinct label (``name#i``)."""
+    from harness.encoders.hf import load_encoder
+
+    sources: list[Source] = []
+    for i, name in enumerate(names):
+        label = name if list(names).index(name) == i else f"{name}#{i}"
+        if name.lower() == "bm25":
+            sources.append(BM25Source(language=language, name=label))
+        else:
+            sources.append(DenseSource(load_encoder(name), name=label))
+    return sources
+
+
 @dataclass
 class CandidateChunk:
     """The pools of one chunk of queries, flat: query i owns rows ``offsets[i]:offsets[i+1]``."""

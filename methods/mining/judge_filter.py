@@ -11,6 +11,7 @@ judges the 40 candidates before the pool of 30 is taken.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,13 +30,18 @@ class JudgeFilter:
     mode: str = "keep_zero"
     cache: VoteCache | None = None
     batch_size: int = 16
+    only_rows: frozenset[int] | None = None     # judge only these rows (a subset bounding the calls)
 
     def __post_init__(self) -> None:
         if self.mode not in FILTER_MODES:
             raise ConfigError(f"unknown filter mode {self.mode!r}; choose one of {', '.join(FILTER_MODES)}")
 
     def config(self) -> dict[str, Any]:
-        return {"judge": self.judge.identity(), "prompt_version": self.judge.prompt_version, "mode": self.mode}
+        out = {"judge": self.judge.identity(), "prompt_version": self.judge.prompt_version, "mode": self.mode}
+        if self.only_rows is not None:
+            out["only_rows"] = {"count": len(self.only_rows), "digest": hashlib.sha256(
+                json.dumps(sorted(self.only_rows)).encode()).hexdigest()[:16]}
+        return out
 
 
 @dataclass
@@ -60,8 +66,9 @@ def judge_rows(flt: JudgeFilter, queries: Sequence[str], positives: Sequence[Seq
     triples: list[Triple] = []
     for j, query in enumerate(queries):
         p = reference_positive(seed, row_ids[j], query, len(positives[j]))
-        rows.append(RowJudgement(p, list(to_judge[j])))
-        triples.extend(Triple(query, positives[j][p], candidates[j][r]) for r in to_judge[j])
+        skip = flt.only_rows is not None and row_ids[j] not in flt.only_rows
+        rows.append(RowJudgement(p, [] if skip else list(to_judge[j])))
+        triples.extend(Triple(query, positives[j][p], candidates[j][r]) for r in rows[-1].judged)
     verdicts, stats = judge_triples(flt.judge, triples, seed=seed, cache=flt.cache, batch_size=flt.batch_size)
     it = iter(verdicts)
     for rj in rows:

@@ -1,0 +1,312 @@
+"""The ``mined`` training method (paper 004): mine hard negatives, then fine-tune with the uniform
+recipe on the mined rows, optionally in monolingual topic-diverse batches with loss weights.
+
+Stage 1, mining (``mine: true``, the default): each training source is mined with
+:func:`methods.mining.rows.mine_rows` -- candidates from ``retrievers`` (fused by ``fusion``) over
+the source's own passages or the BEIR ``corpus`` given for it, selection by ``strategy`` with its
+parameter, the LLM false-negative ``judge`` (``filter_mode``; ``judge_rows`` judges only a seeded
+subset of rows, to bound the calls at small scales) and negative ``generate``-ion.  The mined rows
+are a dependency keyed by content (the source's fingerprint and the mining settings), stored under
+``cells/mined/<key>/`` of a suite (else ``<cache root>/mined/<key>/``) with their provenance and
+reports: variants that mine alike share them, and a killed mining run resumes.  With ``truth``
+(a synthetic world's ``truth.json``), the filter's precision and recall against the planted false
+negatives and the planted false negatives left among the selected negatives are reported.
+
+Stage 2, training: the uniform recipe (``presets`` are uniform's) on the mined rows.  With
+``batches: language_topic`` every micro-batch comes from
+:func:`methods.mining.language_topic_batches` over all training rows (one language per batch,
+topics round-robin; METHODS.md M6) instead of the sampler; epoch e uses seed ``spec.seed + e``, so
+the batch of a step is a function of the step (a resumed run continues identically).  ``weights``
+(``constant`` 0.45/0.4 or ``portion``, METHODS.md M7) multiplies each micro-batch's loss by the
+mean w_l + w_t of its rows.  Languages and topics come from :mod:`methods.mining.topics`.
+
+Exports (``<run>/method/``): ``mining.json`` (per source: the mining report, the settings and the
+truth statistics) and, with batches or weights, ``batches.json`` (label counts, weight tables).
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from harness.errors import ConfigError
+from harness.method import Method, check_choice, register_method
+from methods.mining.batches import WEIGHT_MODES, language_topic_batches, loss_weights
+from methods.mining.selection import STRATEGIES
+from methods.mining.votes import FILTER_MODES
+from methods.uniform import Uniform
+
+if TYPE_CHECKING:
+    from harness.data.collections import TrainingData, TrainingSource
+    from harness.train.spec import TrainSpec
+
+log = logging.getLogger(__name__)
+
+BATCHES = ("sampler", "language_topic")
+MINING_OPTIONS = ("retrievers", "fusion", "depth", "corpus", "strategy", "k", "shift", "window", "threshold",
+                  "margin", "percent", "pos_agg", "mining_seed", "judge", "filter_mode", "judge_mode", "judge_rows",
+                  "judge_batch_size", "judge_max_tokens", "generate", "generate_max_tokens")
+
+
+def _judge_subset(n: int, size: int | None, seed: int) -> frozenset[int] | None:
+    if size is None or size >= n:
+        return None
+    rng = np.random.default_rng([seed, 0x4A5])
+    return frozenset(int(i) for i in rng.choice(n, size=size, replace=False))
+
+
+def truth_statistics(provenance: Sequence[Mapping[str, Any]], rows, truth: Mapping[str, Any]) -> dict[str, Any]:
+    """The filter and the selection against a synthetic world's planted false negatives.
+
+    A planted false negative of a row is the passage the world put among its negatives as a twin of
+    its positive (``false_negative_negs`` of the row's truth).  Returns the judge's precision and
+    recall on the judged candidates (dropped = predicted false negative) and how many planted false
+    negatives the final negatives still hold."""
+    by_id = {t["id"]: t for t in truth.get("train", [])}
+    from methods.mining.rows import passage_id
+
+    tp = fp = fn = 0
+    planted_total = planted_candidates = planted_selected = 0
+    for p, row in zip(provenance, rows):
+        t = by_id.get(row.meta.get("id"))
+        planted = {passage_id(row.neg[j]) for j in (t or {}).get("false_negative_negs", []) if j < len(row.neg)}
+        planted_total += len(planted)
+        if "judge" in p:
+            for item in p["judge"]["judged"]:
+                dropped, is_fn = not item["kept"], item["doc_id"] in planted
+                tp += dropped and is_fn
+                fp += dropped and not is_fn
+                fn += (not dropped) and is_fn
+        retrieved = {n["doc_id"] for n in p["negatives"]}
+        planted_selected += len(planted & retrieved)
+        planted_candidates += len(planted & ({i["doc_id"] for i in p["judge"]["judged"]} if "judge" in p
+                                             else retrieved))
+    out: dict[str, Any] = {"planted": planted_total, "planted_selected": planted_selected}
+    if any("judge" in p for p in provenance):
+        out.update({"judged_planted": planted_candidates, "true_positives": tp, "false_positives": fp,
+                    "false_negatives": fn, "precision": tp / (tp + fp) if tp + fp else None,
+                    "recall": tp / (tp + fn) if tp + fn else None})
+    return out
+
+
+@register_method("mined")
+class Mined(Method):
+    """Paper 004's hard-negative mining, then the uniform recipe (see the module docstring)."""
+
+    description = "hard negatives mined (paper 004: ensemble candidates, selection, LLM FN filter, generation), " \
+                  "uniform recipe; optional monolingual topic-diverse batches and loss weights"
+    presets = Uniform.presets
+    default_options = {
+        "mine": True, "retrievers": ["minilm"], "fusion": "mean", "depth": 40, "corpus": None,
+        "strategy": "perc_pos", "k": 30, "shift": 10, "window": None, "threshold": 0.6, "margin": 0.15,
+        "percent": 0.9, "pos_agg": "min", "mining_seed": 0,
+        "judge": "none", "filter_mode": "keep_zero", "judge_mode": None, "judge_rows": None, "judge_batch_size": 16,
+        "judge_max_tokens": None, "generate": "none", "generate_max_tokens": 64, "truth": None,
+        "batches": "sampler", "languages": "source", "topics": "kmeans", "n_topics": 12, "topic_threshold": 0.5,
+        "topic_model": None, "weights": "none", "language_weight": 0.45, "topic_weight": 0.4,
+    }
+
+    def __init__(self) -> None:
+        self._mining: dict[str, Any] = {}
+        self._examples: list[tuple[int, int]] = []
+        self._languages: list[str] = []
+        self._topics: list[str] = []
+        self._weights: np.ndarray | None = None
+        self._epochs: dict[int, list[list[int]]] = {}
+        self._position: dict[tuple[int, int], int] = {}
+
+    # ------------------------------------------------------------------ options
+    def resolve_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        opts = super().resolve_options(options)
+        check_choice("mined", "strategy", opts["strategy"], STRATEGIES)
+        check_choice("mined", "filter_mode", opts["filter_mode"], tuple(FILTER_MODES))
+        check_choice("mined", "batches", opts["batches"], BATCHES)
+        check_choice("mined", "weights", opts["weights"], ("none", *WEIGHT_MODES))
+        if not isinstance(opts["retrievers"], list) or not opts["retrievers"]:
+            raise ConfigError("mined: option 'retrievers' must be a non-empty list of models (or 'bm25')")
+        if not 0.0 < float(opts["percent"]) <= 1.0:
+            raise ConfigError(f"mined: percent must lie in (0, 1], got {opts['percent']!r} (e.g. 0.9 for 90%)")
+        for key in ("k", "depth"):
+            if isinstance(opts[key], bool) or not isinstance(opts[key], int) or opts[key] < 1:
+                raise ConfigError(f"mined: {key} must be a positive integer, got {opts[key]!r}")
+        return opts
+
+    # ------------------------------------------------------------------ stage 1: mining
+    def mined_data(self, spec: TrainSpec, data: TrainingData, workdir: str | Path) -> TrainingData:
+        """The training data with mined negatives (mined, or read back when already mined)."""
+        from harness.data.collections import TrainingData
+        from harness.data.training import read_training_rows
+        from harness.io.claims import claim
+        from harness.keys import content_key
+
+        opts = self.resolve_options(dict(spec.method_options))
+        from harness.encoders.cache import cache_root
+
+        # Beside the suite's training cells (cells/mined), else under the cache root.
+        root = self.cells_root.parent / "mined" if self.cells_root is not None else cache_root() / "mined"
+        mining = {k: opts[k] for k in MINING_OPTIONS}
+        sources = []
+        self._mining = {"settings": mining, "sources": {}}
+        for src in data.sources:
+            key = content_key({"format": 1, "source": src.fingerprint, "name": src.name, "mining": mining})
+            folder = root / key
+            out = folder / f"{src.name}.jsonl"
+            with claim(folder, f"mining {src.name} for {self.name}"):
+                if not out.is_file():
+                    self._mine_source(src, out, opts)
+            report = json.loads(out.with_name(f"{src.name}.report.json").read_text(encoding="utf-8"))
+            entry: dict[str, Any] = {"dir": str(folder), "report": report["report"]}
+            mined_rows = read_training_rows(out)
+            if opts["truth"]:
+                truth = json.loads(Path(opts["truth"]).read_text(encoding="utf-8"))
+                prov = [json.loads(line) for line in
+                        out.with_name(f"{src.name}.provenance.jsonl").read_text(encoding="utf-8").splitlines()]
+                entry["truth"] = truth_statistics(prov, src.rows, truth)
+            self._mining["sources"][src.name] = entry
+            for old, new in zip(src.rows, mined_rows):
+                new.meta = {**old.meta, "line": old.meta.get("line")}
+            sources.append(replace(src, rows=mined_rows, fingerprint=f"{src.fingerprint}:mined:{key}"))
+        return TrainingData(sources)
+
+    def _mine_source(self, src: TrainingSource, out: Path, opts: dict[str, Any]) -> None:
+        from harness.data.beir import read_corpus
+        from harness.encoders.cache import cache_root
+        from harness.retrieval.pool import CandidatePool, named_sources
+        from methods.mining.fill import Generation
+        from methods.mining.generate import TextCache, make_generator
+        from methods.mining.judge_cache import VoteCache
+        from methods.mining.judge_filter import JudgeFilter
+        from methods.mining.judge_spec import make_judge
+        from methods.mining.rows import MiningSettings, mine_rows
+
+        settings = MiningSettings(strategy=opts["strategy"], k=opts["k"], shift=opts["shift"], window=opts["window"],
+                                  threshold=opts["threshold"], margin=opts["margin"], percent=opts["percent"],
+                                  pos_agg=opts["pos_agg"], seed=opts["mining_seed"])
+        language = src.language[0] if isinstance(src.language, list) else src.language
+        sources = named_sources(list(opts["retrievers"]), language if language not in ("und", "") else "en")
+        judge = make_judge(opts["judge"], mode=opts["judge_mode"], max_new_tokens=opts["judge_max_tokens"],
+                           max_tokens=opts["judge_max_tokens"], batch_size=opts["judge_batch_size"])
+        cache = cache_root()
+        flt = None
+        if judge is not None:
+            flt = JudgeFilter(judge, opts["filter_mode"], VoteCache(cache), batch_size=opts["judge_batch_size"],
+                              only_rows=_judge_subset(len(src.rows), opts["judge_rows"], opts["mining_seed"]))
+        generation = None
+        if opts["generate"] != "none":
+            generation = Generation(make_generator(opts["generate"], max_new_tokens=opts["generate_max_tokens"],
+                                                   batch_size=opts["judge_batch_size"]), TextCache(cache),
+                                    batch_size=opts["judge_batch_size"])
+        corpus_opt = opts["corpus"]
+        corpus_path = corpus_opt.get(src.name) if isinstance(corpus_opt, Mapping) else corpus_opt
+        corpus = read_corpus(corpus_path) if corpus_path else None
+
+        def factory(c):
+            return CandidatePool(sources, c, depth=opts["depth"], fusion=opts["fusion"])
+
+        log.info("mining %d rows of %s (%s, k=%d)", len(src.rows), src.name, opts["strategy"], opts["k"])
+        mine_rows(src.rows, factory, out, settings, corpus=corpus, progress=True, overwrite=True, judge_filter=flt,
+                  generation=generation)
+
+    # ------------------------------------------------------------------ stage 2: training
+    def train(self, spec: TrainSpec, data: TrainingData, workdir: str | Path):
+        opts = self.resolve_options(dict(spec.method_options))
+        if opts["mine"]:
+            data = self.mined_data(spec, data, workdir)
+        self._prepare_batches(spec, data, opts)
+        return super().train(spec, data, workdir)
+
+    def _prepare_batches(self, spec: TrainSpec, data: TrainingData, opts: dict[str, Any]) -> None:
+        self._examples, self._languages, self._topics, self._weights = [], [], [], None
+        self._epochs, self._position = {}, {}
+        if opts["batches"] == "sampler" and opts["weights"] == "none":
+            return
+        from methods.mining.topics import language_labels, topic_labels
+
+        embed = None
+        if opts["topics"] == "kmeans" or any(v == "kmeans" for v in (opts["topics"].values() if isinstance(
+                opts["topics"], Mapping) else [])):
+            embed = self._query_embedder(opts, spec)
+        for s, src in enumerate(data.sources):
+            langs = language_labels(src, opts["languages"])
+            tops = topic_labels(src, langs, opts["topics"], n_topics=int(opts["n_topics"]),
+                                threshold=float(opts["topic_threshold"]), seed=spec.seed, embed=embed)
+            self._examples.extend((s, r) for r in range(len(src.rows)))
+            self._languages.extend(langs)
+            self._topics.extend(tops)
+        self._position = {ex: i for i, ex in enumerate(self._examples)}
+        if opts["weights"] != "none":
+            self._weights = loss_weights(self._languages, self._topics, mode=opts["weights"],
+                                         language_weight=float(opts["language_weight"]),
+                                         topic_weight=float(opts["topic_weight"]))
+
+    @staticmethod
+    def _query_embedder(opts: dict[str, Any], spec: TrainSpec):
+        from harness.encoders.hf import load_encoder
+
+        name = opts["topic_model"] or next((r for r in opts["retrievers"] if str(r).lower() != "bm25"), None)
+        if name is None:
+            raise ConfigError("mined: topics: kmeans needs a dense model (topic_model, or a dense retriever)")
+        encoder = load_encoder(str(name))
+        return lambda texts: np.asarray(encoder.encode_queries(texts, progress=False), dtype=np.float32)
+
+    def configure(self, ctx) -> None:
+        if ctx.options["batches"] == "language_topic" and ctx.world_size > 1:
+            raise ConfigError("mined: language_topic batches run on one process (the batch of a step is drawn "
+                              "whole); train without accelerate's several processes")
+
+    def _epoch(self, epoch: int, size: int, seed: int) -> list[list[int]]:
+        if epoch not in self._epochs:
+            self._epochs = {epoch: language_topic_batches(self._languages, self._topics, size, shuffle=True,
+                                                          seed=seed + epoch)}
+        return self._epochs[epoch]
+
+    def make_batch(self, examples: list[tuple[int, int]], ctx, micro_index: int):
+        if ctx.options["batches"] != "language_topic":
+            return super().make_batch(examples, ctx, micro_index)
+        from harness.train.batching import build_batch, tokenize_batch
+
+        size = len(examples)
+        per_epoch = len(self._epoch(0, size, ctx.spec.seed))     # the same count every epoch
+        batch = self._epoch(micro_index // per_epoch, size, ctx.spec.seed)[micro_index % per_epoch]
+        chosen = [self._examples[i] for i in batch]
+        built = build_batch(chosen, ctx.data, ctx.spec, micro_index, ctx.rank, ctx.world_size)
+        return tokenize_batch(built, ctx.tokenizer, ctx.spec, bool(ctx.encoding.get("append_eos", False)))
+
+    def batch_weight(self, examples: Sequence[tuple[int, int]]) -> float:
+        """The mean w_l + w_t of a batch's rows (1 without weights)."""
+        if self._weights is None:
+            return 1.0
+        return float(np.mean([self._weights[self._position[(int(s), int(r))]] for s, r in examples]))
+
+    def reduce(self, out, ctx):
+        loss = out.losses.mean()
+        if self._weights is None:
+            return loss
+        return loss * self.batch_weight(ctx.batch.examples)
+
+    # ------------------------------------------------------------------ outputs
+    def export(self, ctx, directory: Path) -> None:
+        from harness.io import atomic_write_json
+
+        if self._mining:
+            atomic_write_json(directory / "mining.json", self._mining)
+        if self._examples:
+            def counts(labels: list[str]) -> dict[str, int]:
+                return {k: labels.count(k) for k in dict.fromkeys(labels)}
+
+            tables: dict[str, Any] = {"batches": ctx.options["batches"], "weights": ctx.options["weights"],
+                                      "languages": counts(self._languages), "topics": counts(self._topics)}
+            if self._weights is not None:
+                langs = np.asarray(self._languages)
+                tables["mean_weight_by_language"] = {lang: float(self._weights[langs == lang].mean())
+                                                     for lang in tables["languages"]}
+                tables["mean_weight"] = float(self._weights.mean())
+            atomic_write_json(directory / "batches.json", tables)
+
+
+__all__ = ["BATCHES", "MINING_OPTIONS", "Mined", "truth_statistics"]
