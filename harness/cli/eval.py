@@ -16,7 +16,7 @@ BM25_K1, BM25_B = 0.9, 0.4
 DENSE_ONLY = ("pooling", "query_prompt", "doc_prompt", "normalize", "max_length", "batch_size", "index")
 # Dense-encoder execution options: they change the vectors (dtype, backend) or only memory (shard size).
 ENCODING = ("dtype", "backend", "shard_size")
-DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+DTYPES = ("fp32", "bf16", "fp16")
 BACKENDS = ("torch", "int8")
 BM25_ONLY = ("k1", "b", "bm25_ties")
 SPARSE_ONLY = ("sparse_backend", "quantization")
@@ -67,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shard-size", type=positive_int, default=None,
                    help="documents per embedding-cache shard (default 50000): peak encoding memory is one shard of "
                         "texts and vectors plus one batch of tokens; an existing cache entry keeps its layout")
-    p.add_argument("--dtype", choices=tuple(DTYPES), default=None,
+    p.add_argument("--dtype", choices=DTYPES, default=None,
                    help="weights/activation precision of a dense model (default fp32 on CPU, bf16/fp16 autocast on a "
                         "GPU); not fp32 changes the vectors: recorded in the manifest, the cache key and the card")
     p.add_argument("--backend", choices=BACKENDS, default=None,
@@ -164,28 +164,16 @@ def warn_ignored_options(args: argparse.Namespace, lexical: bool, sparse: bool =
 
 def encoding_overrides(args: argparse.Namespace) -> dict:
     """HFEncoder keyword overrides from ``--dtype``, ``--backend`` and ``--shard-size`` (given ones only)."""
-    out: dict = {}
-    if getattr(args, "dtype", None):
-        out["dtype"] = DTYPES[args.dtype]
-    if getattr(args, "backend", None):
-        out["backend"] = args.backend
-    if getattr(args, "shard_size", None):
-        out["shard_size"] = args.shard_size
-    return out
+    from harness.encoders.hf import encoding_options
+
+    return encoding_options({"dtype": getattr(args, "dtype", None), "backend": getattr(args, "backend", None),
+                             "shard_size": getattr(args, "shard_size", None)})
 
 
 def encoding_card_fields(encoding: dict) -> dict:
-    """Protocol-card ``extra`` fields for encoding options that change the numbers (a non-fp32 dtype, the
-    int8 backend); the defaults add nothing, so default cards keep their fingerprints.  The shard size
-    changes no number and is not recorded."""
-    from harness.encoders.quantized import INT8_IDENTITY
+    from harness.encoders.hf import encoding_card_fields as fields
 
-    extra: dict = {}
-    if encoding.get("dtype", "float32") != "float32":
-        extra["encoder_dtype"] = encoding["dtype"]
-    if encoding.get("backend", "torch") != "torch":
-        extra["encoder_backend"] = INT8_IDENTITY
-    return extra
+    return fields(encoding)
 
 
 def _parse_options(items: list[str]) -> dict:

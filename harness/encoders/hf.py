@@ -306,6 +306,49 @@ def _pad_right(rows: list[list[int]], lengths: np.ndarray, pad_id: int) -> tuple
     return torch.from_numpy(input_ids), torch.from_numpy(mask)
 
 
+ENCODING_OPTIONS = ("dtype", "backend", "shard_size")
+
+
+def encoding_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Validate the encoding options of a suite file or CLI (``dtype``: fp32/bf16/fp16 or the torch names,
+    ``backend``: torch/int8, ``shard_size``: positive int) into :class:`HFEncoder` keyword arguments.
+
+    Unknown keys and bad values raise ConfigError naming them; absent or None values are left out."""
+    unknown = sorted(set(options) - set(ENCODING_OPTIONS))
+    if unknown:
+        raise ConfigError(f"unknown encoding option(s) {', '.join(unknown)}; allowed: {', '.join(ENCODING_OPTIONS)}")
+    out: dict[str, Any] = {}
+    if options.get("dtype") is not None:
+        key = str(options["dtype"]).lower()
+        if key not in _DTYPES:
+            raise ConfigError(f"dtype must be one of fp32, bf16, fp16, got {options['dtype']!r}")
+        out["dtype"] = _DTYPE_NAMES[_DTYPES[key]]
+    if options.get("backend") is not None:
+        from harness.encoders.quantized import BACKENDS
+
+        if options["backend"] not in BACKENDS:
+            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {options['backend']!r}")
+        out["backend"] = options["backend"]
+    if options.get("shard_size") is not None:
+        size = options["shard_size"]
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigError(f"shard_size must be a positive integer, got {size!r}")
+        out["shard_size"] = size
+    return out
+
+
+def encoding_card_fields(options: dict[str, Any]) -> dict[str, Any]:
+    """Protocol-card ``extra`` fields for validated encoding options that change the numbers (a dtype other
+    than float32, the int8 backend); defaults add nothing, so default cards keep their fingerprints.
+    The shard size changes no number and is not recorded."""
+    extra: dict[str, Any] = {}
+    if options.get("dtype", "float32") != "float32":
+        extra["encoder_dtype"] = options["dtype"]
+    if options.get("backend", "torch") != "torch":
+        extra["encoder_backend"] = INT8_IDENTITY
+    return extra
+
+
 def load_encoder(name: str, **overrides: Any) -> Encoder:
     """Build the encoder named ``name`` (alias, local path or hub id) for the CLI and pipeline.
 

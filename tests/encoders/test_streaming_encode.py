@@ -124,3 +124,17 @@ def test_eval_cli_records_backend_and_dtype(tiny_bert_dir, tmp_path):
     assert card["extra"]["encoder_backend"] == "int8-dynamic-torch.ao"
     metas = list((tmp_path / "cache" / "embeddings").glob("*/meta.json"))
     assert [json.loads(m.read_text())["shard_size"] for m in metas] == [5]
+
+
+def test_encoding_options_for_suite_files():
+    from harness.encoders.hf import encoding_card_fields, encoding_options
+
+    assert encoding_options({"dtype": "bf16", "backend": "int8", "shard_size": 1000}) == {
+        "dtype": "bfloat16", "backend": "int8", "shard_size": 1000}
+    assert encoding_options({"dtype": None}) == {} and encoding_card_fields(encoding_options({"dtype": "fp32"})) == {}
+    assert encoding_card_fields(encoding_options({"dtype": "fp16", "backend": "int8", "shard_size": 9})) == {
+        "encoder_dtype": "float16", "encoder_backend": "int8-dynamic-torch.ao"}
+    for bad, message in (({"dtype": "int4"}, "dtype must be one of"), ({"backend": "onnx"}, "backend must be one of"),
+                         ({"shard_size": 0}, "shard_size must be a positive"), ({"shards": 3}, "unknown encoding")):
+        with pytest.raises(ConfigError, match=message):
+            encoding_options(bad)

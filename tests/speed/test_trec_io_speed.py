@@ -4,8 +4,10 @@ A generated 5,000 x 1,000 TREC run (about 150 MB) and its qrels are written once
 reads both files and computes the same six metrics in a fresh subprocess (so that its peak RSS,
 ``ru_maxrss``, is its own: imports included, the same for all sides), timing parse + evaluate from
 inside (interpreter start and imports excluded).  Rounds are interleaved: the references run in the
-untimed pedantic ``setup``, ours is the timed target, and the assertion compares the fastest round
-of each.  A 50,000-query run's peak memory is measured in its own test.
+untimed pedantic ``setup``, ours is the timed target, and the assertions compare the fastest round
+and the peak RSS of each.  A 50,000-query run's peak memory is measured in its own test: the run is
+held as int32 id codes plus float64 scores, and evaluation joins judged rows on integer keys block
+by block (measured here: 3.1 GB peak for 50M lines, where unicode id arrays needed 10.8 GB).
 
 Run with ``pytest -m "benchmark and slow" tests/speed/test_trec_io_speed.py -s``.
 """
@@ -116,12 +118,11 @@ def test_evaluate_from_files_vs_pytrec_eval_and_ranx(benchmark, collection_5k):
           + ", ".join(f"{s} {best[s]:.2f} s / peak {peak_mb[s]:.0f} MB" for s in runs)
           + f"; harness {peak_mb['harness'] * 2**20 / lines:.0f} bytes of peak RSS per run line")
     assert ndcg["harness"] == pytest.approx(ndcg["pytrec_eval"], abs=1e-9)
+    assert ndcg["harness"] == pytest.approx(ndcg["ranx"], abs=1e-9)
     assert best["harness"] <= best["pytrec_eval"]
+    assert peak_mb["harness"] < peak_mb["pytrec_eval"]
 
 
-@pytest.mark.xfail(reason="Run holds ids as fixed-width numpy unicode arrays (about 60 bytes a row for these ids) and "
-                          "the evaluation joins on them: measured 10.8 GB peak; a dictionary-encoded Run is needed",
-                   strict=False)
 def test_50k_query_run_peak_memory(tmp_path):
     qrels_path, run_path = write_collection(tmp_path, 50_000, 1_000)
     started = time.perf_counter()
