@@ -34,7 +34,8 @@ def test_int8_ndcg_at_10_within_0_003_of_fp32(shared_data, tmp_path):
     diff = {m: b[m] - a[m] for m in ("ndcg@10", "recall@100")}
     print(f"\nSciFact minilm fp32 nDCG@10 {a['ndcg@10']:.4f} R@100 {a['recall@100']:.4f}; int8 nDCG@10 "
           f"{b['ndcg@10']:.4f} ({diff['ndcg@10']:+.4f}) R@100 {b['recall@100']:.4f} ({diff['recall@100']:+.4f}); "
-          f"retrieve {fp32['manifest']['timings']['retrieve_s']:.0f} s vs {int8['manifest']['timings']['retrieve_s']:.0f} s")
+          f"retrieve {fp32['manifest']['timings']['retrieve_s']:.0f} s vs "
+          f"{int8['manifest']['timings']['retrieve_s']:.0f} s")
     assert "backend" not in fp32["manifest"]["encoder"]
     assert int8["manifest"]["encoder"]["backend"] == "int8-dynamic-torch.ao"
     assert abs(diff["ndcg@10"]) <= 0.003
