@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from reports.html.model import (
     TableColumn,
     TableRow,
 )
-from reports.table import format_delta, format_number
+from reports.table import format_delta, format_number, round_display
 
 COMPARISONS_FILE = "comparisons.json"
 SUMMARY_FILE = "summary.json"
@@ -95,8 +96,22 @@ def _table(table_id: str, title: str, data: Mapping[str, Any], keys: Sequence[tu
         cells[c["system"]][column] = _stat_cell(c, alpha)
         cells[baseline].setdefault(column, StatCell(float(c["mean_base"]), _fmt(c["mean_base"]),
                                                     n=int(c["n"])))
+    _mark_best(cells, [c.key for c in columns])
     rows = [TableRow(s, "baseline" if s == baseline else "system", cells[s]) for s in data["systems"]]
     return ResultTable(table_id, title, columns, rows, _legend(data), list(notes), detailed)
+
+
+def _mark_best(cells: dict[str, dict[str, StatCell]], keys: Sequence[str]) -> None:
+    """Flag the highest shown value of each column (ties all flagged), as table.md bolds it."""
+    for key in keys:
+        shown = {s: round_display(c[key].value, SCALE, DECIMALS) for s, c in cells.items()
+                 if key in c and math.isfinite(c[key].value)}
+        if len(shown) < 2:
+            continue
+        top = max(shown.values())
+        for system, value in shown.items():
+            if value == top:
+                cells[system][key] = replace(cells[system][key], best=True)
 
 
 def _slug(text: str) -> str:
@@ -164,6 +179,7 @@ def _language_table(data: Mapping[str, Any], languages: Mapping[str, str],
     if pooled:
         notes.append(f"{', '.join(sorted(set(pooled)))}: macro mean over the language's benchmarks, "
                      "delta without a test.")
+    _mark_best(cells, [c.key for c in columns])
     rows = [TableRow(s, "baseline" if s == baseline else "system", cells[s]) for s in data["systems"]]
     return ResultTable("languages", "Per language", columns, rows, _legend(data), notes, False)
 

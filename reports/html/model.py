@@ -72,6 +72,7 @@ class StatCell:
     p_adjusted: float | None = None
     wins_ties_losses: tuple[int, int, int] | None = None
     n: int | None = None
+    best: bool = False                                 # the column's best shown value (bold, as in table.md)
 
 
 @dataclass(frozen=True)

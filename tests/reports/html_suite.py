@@ -30,9 +30,10 @@ def finished_suite() -> tuple[AblationSuite, Path]:
 _CELL = re.compile(r"^(?P<value>-?[\d.]+)(?:<sup>(?P<mark>[^<]*)</sup>)?(?: \((?P<delta>[+-][\d.]+)\))?$")
 
 
-def table_md_cells(text: str) -> dict[str, list[tuple[str, str, str]]]:
-    """``{row label (unescaped): [(value, marker, delta), ...]}`` of the body rows of a ``table.md``."""
-    rows: dict[str, list[tuple[str, str, str]]] = {}
+def table_md_cells(text: str, bold: bool = False) -> dict[str, list]:
+    """``{row label (unescaped): [(value, marker, delta), ...]}`` of the body rows of a ``table.md``
+    (``bold``: ``[True if the cell is bold, ...]`` instead)."""
+    rows: dict[str, list] = {}
     lines = [line for line in text.splitlines() if line.startswith("| ")]
     for line in lines[2:]:                      # header and alignment rows first
         parts = [p.strip() for p in re.split(r"(?<!\\)\|", line)[1:-1]]
@@ -41,6 +42,6 @@ def table_md_cells(text: str) -> dict[str, list[tuple[str, str, str]]]:
         for part in parts[1:]:
             match = _CELL.match(part.replace("**", ""))
             assert match, f"unexpected table.md cell {part!r}"
-            cells.append((match["value"], match["mark"] or "", match["delta"] or ""))
+            cells.append(part.startswith("**") if bold else (match["value"], match["mark"] or "", match["delta"] or ""))
         rows[label] = cells
     return rows

@@ -89,7 +89,8 @@ def test_overview_cells_are_table_md_cells(finished):
     """Value, marker and delta of every overview cell equal table.md's (same comparisons, same rounding),
     in the report model and in the rendered page."""
     suite, root = finished
-    expected = table_md_cells((report_dir(root, suite.name, SCALE) / "table.md").read_text(encoding="utf-8"))
+    table_md = (report_dir(root, suite.name, SCALE) / "table.md").read_text(encoding="utf-8")
+    expected, bold = table_md_cells(table_md), table_md_cells(table_md, bold=True)
     report = build_report(suite_inputs(suite, SCALE, root), difference_figures=False)
     overview = report.tables[0]
     assert [r.system for r in overview.rows] == list(expected)
@@ -97,6 +98,7 @@ def test_overview_cells_are_table_md_cells(finished):
     for row in overview.rows:
         got = [(row.cells[c.key].text, row.cells[c.key].mark, row.cells[c.key].delta_text) for c in overview.columns]
         assert got == expected[row.system], row.system
+        assert [row.cells[c.key].best for c in overview.columns] == bold[row.system], row.system
     assert any(mark for cells in expected.values() for _, mark, _ in cells)     # markers are really compared
     parser = _Tables()
     parser.feed((html_dir(root, suite.name, SCALE) / "index.html").read_text(encoding="utf-8"))
