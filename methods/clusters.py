@@ -21,6 +21,9 @@ per-sample loss, cluster statistics, and checkpointed weights.
 * **Trace**: per optimizer step, the weights after the update, this rank's cluster mean losses
   (NaN when absent), counts in the batch and cluster sizes among the training queries, kept in the
   state and written to ``method/dro_trace.npz`` (plotted by ``reports.plots_dro``).
+* **COCO first** (option ``coco``: ``{preset, train, options}``): the fine-tuning starts from a
+  ``coco`` run on the named corpora, obtained with ``train_dependency`` (keyed by content, shared by
+  every variant with the same COCO settings); the "+COCO" rows of paper 001.
 * **Parameters for per-cluster gradients** (iDRO): the regex ``params``, or by default the last
   ``blocks`` transformer blocks (names ``layer.<i>.`` / ``layers.<i>.``; LoRA parameters only, when
   the model has LoRA adapters).
@@ -30,6 +33,7 @@ Subclasses implement ``robust_loss(out, ctx)`` and their own weight state.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,14 +42,16 @@ import torch
 import torch.nn.functional as F
 
 from harness.errors import ConfigError
-from harness.method import Method, check_choice
+from harness.method import Method, PlannedRun, check_choice
 from harness.train.episodes import encode_texts
 from harness.train.negatives import AnceNegatives
 from methods.uniform import _PAPER, _SMALL, _TINY
 
 if TYPE_CHECKING:
+    from harness.data.collections import TrainingData
     from harness.train.batching import Batch
     from harness.train.context import EncodedBatch, LossOutput, TrainContext
+    from harness.train.result import Checkpoint
     from harness.train.spec import TrainSpec
 
 LOSSES = ("triplet", "trainer")
@@ -56,15 +62,19 @@ _BLOCK = re.compile(r"(?:^|\.)layers?\.(\d+)\.")
 _CLUSTER = {"pooling": "cls", "similarity": "dot", "temperature": 1.0, "normalize": False, "n_hard_negatives": 1,
             "in_batch_negatives": False, "cross_batch_negatives": False, "sampling": "mixed", "use_instructions": False,
             "append_eos": False}
-PRESETS = {
+PRESETS: dict[str, dict[str, Any]] = {
     "paper": {**_PAPER, **_CLUSTER, "model": "Luyu/co-condenser-marco", "lr": 5e-6, "batch_size": 512,
               "schedule": "linear", "warmup_steps": 3000, "steps": 45000, "min_lr_ratio": 0.0,
               "weight_decay": 0.0, "precision": "fp16", "query_max_length": 64, "doc_max_length": 512},
     "small": {**_SMALL, **_CLUSTER, "pooling": "mean", "batch_size": 32, "steps": 120, "warmup_steps": 12},
     "tiny": {**_TINY, **_CLUSTER, "batch_size": 16, "steps": 40, "warmup_steps": 4},
 }
+# COCO-DR Large: the same recipe on BERT-large (the paper's coCondenser-pretrained BERT-large is not public).
+PRESETS["paper-large"] = {**PRESETS["paper"], "model": "bert-large-uncased"}
 CLUSTER_OPTIONS = {"k": 50, "niter": 500, "nredo": 5, "episode_every": 0, "loss": "triplet", "params": "",
-                   "blocks": 3, "ance_refresh_steps": 0, "ance_depth": 200, "ance_keep": 30, "ance_warmup": "data"}
+                   "blocks": 3, "ance_refresh_steps": 0, "ance_depth": 200, "ance_keep": 30, "ance_warmup": "data",
+                   "coco": None}
+COCO_KEYS = ("preset", "train", "options")
 TRACE_FILE = "dro_trace.npz"
 TRACE_KEYS = ("weights", "losses", "counts", "sizes")
 
@@ -136,6 +146,37 @@ class ClusterDRO(Method):
     def episode_steps(self, spec: TrainSpec) -> list[int]:
         clusters, negatives = self.schedules(spec)
         return sorted({*clusters, *negatives})
+
+    # ------------------------------------------------------------------ COCO first ("+COCO" rows)
+    def coco_spec(self, spec: TrainSpec) -> TrainSpec | None:
+        """The COCO pretraining run this fine-tuning starts from (option ``coco``), or None.
+
+        ``coco: {preset: tiny|small|paper, train: {TrainSpec overrides}, options: {corpora: [...], ...}}``;
+        the backbone and the seed are the fine-tuning run's."""
+        coco = self.resolve_options(dict(spec.method_options))["coco"]
+        if not coco:
+            return None
+        if not isinstance(coco, Mapping) or set(coco) - set(COCO_KEYS):
+            given = sorted(coco) if isinstance(coco, Mapping) else type(coco).__name__
+            raise ConfigError(f"method {self.name!r}: option coco must be a mapping with keys "
+                              f"{', '.join(COCO_KEYS)}; got {given}")
+        from methods.coco import Coco
+
+        train = dict(coco.get("train") or {})
+        return Coco.spec(str(coco.get("preset", "tiny")), **{"model": spec.model, "seed": spec.seed, **train,
+                                                              "method_options": dict(coco.get("options") or {})})
+
+    def planned_dependencies(self, spec: TrainSpec) -> list[PlannedRun]:
+        coco = self.coco_spec(spec)
+        return [] if coco is None else [PlannedRun("COCO pretraining (coco)", "coco", coco)]
+
+    def train(self, spec: TrainSpec, data: TrainingData, workdir: str | Path) -> Checkpoint:
+        """Fine-tune, from the COCO-pretrained model (trained or reused first) when ``coco`` is set."""
+        coco = self.coco_spec(spec)
+        if coco is not None:
+            ckpt = self.train_dependency("coco", coco, data, workdir)
+            spec = spec.replace(model=str(ckpt.path))
+        return super().train(spec, data, workdir)
 
     def configure(self, ctx: TrainContext) -> None:
         opts = ctx.options

@@ -31,11 +31,16 @@ backbones the two give the same numbers (dropout is their only train/eval differ
 The corpora are data named in the options: keys (``TrainSpec.result_dict``) carry each corpus
 file's content digest instead of its path, so the same corpus at another path reuses the run.
 
-Not here (BERT-specific, optional in the spec): the Condenser-head and late MLM terms.
+MLM (optional, ``mlm_weight`` > 0; :mod:`methods.coco_mlm`): the backbone is loaded with its MLM
+head (refused when the model has none), each micro-batch also carries a BERT-masked copy of its
+``span_a`` tokens (masks seeded by run seed and micro-batch), and the loss is the contrastive mean
+plus ``mlm_weight`` times the MLM cross-entropy of this rank's masked spans.  Not here (BERT-specific,
+optional in the spec): the Condenser head.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,19 +49,23 @@ import torch
 import torch.nn.functional as F
 
 from harness.encoders.backbone import tokenize
+from harness.errors import ConfigError
 from harness.method import Method, register_method
 from harness.train import distributed as D
 from harness.train.batching import ViewBatch
+from methods.coco_mlm import MlmDenseHead, check_mlm_backbone, mask_tokens, mlm_loss
 from methods.coco_spans import span_sources
 from methods.uniform import _PAPER, _SMALL, _TINY
 
 if TYPE_CHECKING:
     from harness.data.collections import TrainingData
-    from harness.train.context import EncodedBatch, TrainContext
+    from harness.train.context import EncodedBatch, LossOutput, TrainContext
+    from harness.train.heads import Head
     from harness.train.result import Checkpoint
     from harness.train.spec import TrainSpec
 
 _PICK_STREAM = 0xC0C1
+_MLM_STREAM = 0xC0C2
 VIEWS = ("span_a", "span_b")
 
 
@@ -113,7 +122,8 @@ class Coco(Method):
 
     description = "COCO: contrastive span-pair pretraining on target corpora (COCO-DR, paper 001)"
     presets = {"tiny": _COCO_TINY, "small": _COCO_SMALL, "paper": _COCO_PAPER}
-    default_options = {"corpora": [], "span_tokens": 30, "early_close": 0.1, "span_max_length": 128}
+    default_options = {"corpora": [], "span_tokens": 30, "early_close": 0.1, "span_max_length": 128,
+                       "mlm_weight": 0.0, "mlm_probability": 0.15}
 
     def span_data(self, spec: TrainSpec) -> TrainingData:
         """The span sources of the corpora in ``spec.method_options`` (chunked with the model's tokenizer)."""
@@ -128,7 +138,24 @@ class Coco(Method):
 
     def train(self, spec: TrainSpec, data: TrainingData, workdir: str | Path) -> Checkpoint:
         """Train on the corpora's span pairs (``data``, the fine-tuning collection, is not used)."""
+        self.representation_head(spec)                 # an MLM term on a model without MLM head: refused first
         return super().train(spec, self.span_data(spec), workdir)
+
+    @staticmethod
+    def mlm_weight(spec: TrainSpec) -> float:
+        weight = float(dict(spec.method_options).get("mlm_weight", 0.0) or 0.0)
+        if weight < 0:
+            raise ConfigError(f"method 'coco': mlm_weight must be >= 0, got {weight}")
+        return weight
+
+    def representation_head(self, spec: TrainSpec) -> Head | None:
+        if self.mlm_weight(spec) == 0:
+            return None
+        from harness.train.model import resolved_encoding
+
+        check_mlm_backbone(spec.model)
+        enc = resolved_encoding(spec)
+        return MlmDenseHead(str(enc["pooling"]), bool(enc["normalize"]))
 
     def dataset_weights(self, spec: TrainSpec, data: TrainingData) -> np.ndarray:
         # Documents of all corpora are shuffled together in the released data: weight by corpus size.
@@ -161,9 +188,44 @@ class Coco(Method):
         eos = bool(ctx.encoding.get("append_eos", False))
         views = {name: dict(tokenize(ctx.tokenizer, [p[k] for p in pairs[lo:hi]], length, append_eos=eos))
                  for k, name in enumerate(VIEWS)}
-        return ViewBatch(views, groups[lo:hi], groups, list(examples[lo:hi]))
+        batch = CocoBatch(views, groups[lo:hi], groups, list(examples[lo:hi]))
+        if float(ctx.options.get("mlm_weight", 0.0) or 0.0) > 0:
+            gen = torch.Generator().manual_seed(int(np.random.SeedSequence(
+                [ctx.spec.seed, _MLM_STREAM, micro_index, ctx.rank]).generate_state(1)[0]))
+            ids, labels = mask_tokens(views["span_a"]["input_ids"], views["span_a"]["attention_mask"], ctx.tokenizer,
+                                      float(ctx.options.get("mlm_probability", 0.15)), gen)
+            batch.mlm = {"input_ids": ids, "attention_mask": views["span_a"]["attention_mask"], "labels": labels}
+        return batch
 
     def losses(self, encoded: EncodedBatch, ctx: TrainContext) -> tuple[torch.Tensor, torch.Tensor]:
         gather = D.all_gather_with_grad if D.is_distributed() else None
         losses = coco_losses(encoded["span_a"], encoded["span_b"], rank=ctx.rank, gather=gather)
         return losses, ctx.batch_group_ids().repeat(2)
+
+    def reduce(self, out: LossOutput, ctx: TrainContext) -> torch.Tensor:
+        """The contrastive mean, plus ``mlm_weight`` times the MLM loss of the masked spans when it is on."""
+        loss = out.losses.mean()
+        weight = float(ctx.options.get("mlm_weight", 0.0) or 0.0)
+        batch = ctx.batch
+        if weight == 0 or not isinstance(batch, CocoBatch) or batch.mlm is None:
+            return loss
+        if ctx.gradcache:
+            raise ConfigError("method 'coco': the MLM term needs the model graph; turn off gradcache_chunk_size")
+        feats = {k: v.to(ctx.device) for k, v in batch.mlm.items()}
+        backbone: torch.nn.Module = ctx.model.backbone      # type: ignore[assignment]
+        logits = backbone(input_ids=feats["input_ids"], attention_mask=feats["attention_mask"]).logits
+        mlm = mlm_loss(logits, feats["labels"])
+        self.last = {"mlm_loss": float(mlm.detach()), "contrastive_loss": float(loss.detach())}
+        return loss + weight * mlm.to(loss.dtype)
+
+    last: dict[str, float]
+
+    def scalars(self) -> dict[str, float]:
+        return dict(getattr(self, "last", {}))
+
+
+@dataclass
+class CocoBatch(ViewBatch):
+    """COCO's span-pair views, with the BERT-masked ``span_a`` tokens and labels when the MLM term is on."""
+
+    mlm: dict[str, torch.Tensor] | None = None

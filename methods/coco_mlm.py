@@ -1,0 +1,92 @@
+"""The optional MLM term of COCO pretraining (paper 001, METHODS.md 2.1; option ``mlm_weight``).
+
+The released COCO code continues coCondenser's pretraining, whose loss adds a masked-language-model
+term to the contrastive one.  Here the term is optional (``mlm_weight`` 0 = off, the default) and
+needs a backbone saved *with* its MLM head (an ``AutoModelForMaskedLM`` checkpoint such as
+``BertForMaskedLM``); a model without one is refused before training (loading it with
+``AutoModelForMaskedLM`` would silently create a random head).  The Condenser head itself (a
+late-layer skip into a small head) is BERT-specific and not here.
+
+* :class:`MlmDenseHead` loads the backbone with its MLM head and pools the last hidden state as the
+  dense head does, so the contrastive views are unchanged;
+* :func:`mask_tokens`: BERT's rule, ``probability`` (0.15) of the non-special, non-padding tokens
+  chosen, 80% replaced by the mask token, 10% by a random token, 10% kept; labels -100 elsewhere;
+  drawn from a generator the caller seeds (run seed and micro-batch), so resumes repeat them;
+* :func:`mlm_loss`: mean cross-entropy over the chosen positions.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from harness.errors import ConfigError
+from harness.train.heads import DenseHead
+
+IGNORE = -100
+
+
+class MlmDenseHead(DenseHead):
+    """Dense pooling of a backbone loaded with its MLM head (``AutoModelForMaskedLM``)."""
+
+    backbone_kind = "masked-lm"
+
+    def forward(self, outputs: Any, attention_mask: torch.Tensor) -> torch.Tensor:
+        hidden = getattr(outputs, "hidden_states", None)
+        if hidden is None:
+            raise ConfigError("MLM dense head: the backbone returned no hidden states")
+        return super().forward(type("Outputs", (), {"last_hidden_state": hidden[-1]})(), attention_mask)
+
+    def prepare_backbone(self, backbone: nn.Module) -> None:
+        config: Any = backbone.config
+        config.output_hidden_states = True
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "backbone": "masked-lm"}
+
+
+def check_mlm_backbone(name: str, method: str = "coco") -> None:
+    """Refuse a model folder whose saved architecture has no masked-LM head (e.g. ``BertModel``)."""
+    from harness.encoders.backbone import resolve_model
+
+    path, _ = resolve_model(name)
+    config = Path(path) / "config.json"
+    if not config.is_file():
+        return                      # a hub id: transformers refuses architectures without an MLM head itself
+    architectures = json.loads(config.read_text(encoding="utf-8")).get("architectures") or []
+    if architectures and not any("MaskedLM" in a or a.endswith("ForPreTraining") for a in architectures):
+        raise ConfigError(f"method {method}: mlm_weight > 0 needs a backbone with a masked-LM head, but model "
+                          f"{name!r} is a {', '.join(architectures)} without one; set mlm_weight: 0 or use an "
+                          "AutoModelForMaskedLM checkpoint (e.g. BertForMaskedLM)")
+
+
+def mask_tokens(input_ids: torch.Tensor, attention_mask: torch.Tensor, tokenizer: Any, probability: float = 0.15,
+                generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(masked input ids, labels)`` by BERT's 80/10/10 rule over the maskable tokens (see module docstring)."""
+    if not 0 < probability < 1:
+        raise ConfigError(f"COCO mlm_probability must lie in (0, 1), got {probability}")
+    if tokenizer.mask_token_id is None:
+        raise ConfigError("the tokenizer has no mask token; the MLM term needs one")
+    special = torch.tensor([tokenizer.get_special_tokens_mask(ids, already_has_special_tokens=True)
+                            for ids in input_ids.tolist()], dtype=torch.bool)
+    maskable = attention_mask.bool() & ~special
+    chosen = (torch.rand(input_ids.shape, generator=generator) < probability) & maskable
+    labels = torch.where(chosen, input_ids, torch.full_like(input_ids, IGNORE))
+    draw = torch.rand(input_ids.shape, generator=generator)
+    random_ids = torch.randint(len(tokenizer), input_ids.shape, generator=generator)
+    masked = input_ids.clone()
+    masked[chosen & (draw < 0.8)] = tokenizer.mask_token_id
+    swap = chosen & (draw >= 0.8) & (draw < 0.9)
+    masked[swap] = random_ids[swap]
+    return masked, labels
+
+
+def mlm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of ``logits`` (B, L, V) at the positions whose label is not -100 (0 if none)."""
+    if not bool((labels != IGNORE).any()):
+        return logits.sum() * 0.0
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE)

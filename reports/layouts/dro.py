@@ -1,0 +1,116 @@
+"""Layout kinds of the COCO-DR suite (paper 001): ``dro-results`` and ``cluster-weights``.
+
+``dro-results``
+    the ``results`` table (variants as rows, (benchmark, metric) columns, paired tests against
+    the baseline with the suite's correction) plus a column ``Worst Δ``: for each row, the lowest
+    delta against the baseline over the table's benchmark columns (aggregates left out), so a
+    method that gains on average but loses on one dataset shows it; a note names that dataset.
+``cluster-weights``
+    one variant (its single column) trained by a DRO method: the table lists its clusters
+    (final weight, mean weight over training, mean batch loss, last size) and the figure is the
+    heat map of the weights over training (:func:`reports.plots_dro.cluster_weight_figure`),
+    read from ``method/dro_trace.npz`` of the variant's training cell.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.ablation.layout import (
+    LayoutKind,
+    TableLayout,
+    read_summary,
+    register_layout_kind,
+    results_table,
+    train_keys,
+)
+from harness.ablation.spec import AblationSuite
+from harness.errors import ConfigError
+
+WORST = "worst-delta"
+TRACE = "dro_trace.npz"
+
+
+@register_layout_kind("dro-results")
+class DroResultsLayout(LayoutKind):
+    """The results table with the worst per-dataset delta against the baseline."""
+
+    needs_rows = True
+
+    def render(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
+        from reports.table import Cell, Column
+
+        table = results_table(suite, scale, results_root, layout)
+        aggregates = suite.scale(scale).aggregates
+        datasets = {f"{c.benchmark}/{c.metric}": c.benchmark for c in layout.columns if c.benchmark not in aggregates}
+        worst_notes = []
+        for row in table.rows:
+            deltas = {key: row.cells[key].delta for key in datasets if key in row.cells
+                      and row.cells[key].delta is not None}
+            if row.kind == "baseline" or not deltas:
+                continue
+            key = min(deltas, key=lambda k: float(deltas[k] or 0.0))
+            row.cells[WORST] = Cell(deltas[key])
+            worst_notes.append(f"{row.label}: {datasets[key]} ({key.split('/', 1)[1]})")
+        table.columns.append(Column(WORST, "Worst Δ", group="vs baseline"))
+        table.notes.append("Worst Δ: the lowest difference to the baseline over the benchmark columns "
+                           "(aggregates left out); " + "; ".join(worst_notes) + ".")
+        return table
+
+
+def trace_path(suite: AblationSuite, scale: str, results_root: str | Path, variant: str) -> Path:
+    """``method/dro_trace.npz`` of ``variant``'s training cell in a finished suite."""
+    keys = train_keys(read_summary(suite, scale, results_root))
+    if variant not in keys:
+        raise ConfigError(f"summary of suite {suite.name!r} ({scale}) has no cell for variant {variant!r}")
+    return Path(results_root) / "cells" / "train" / keys[variant] / "method" / TRACE
+
+
+@register_layout_kind("cluster-weights")
+class ClusterWeightsLayout(LayoutKind):
+    """One DRO variant's clusters: final/mean weight, mean loss, size; the figure is the weight heat map."""
+
+    columns = "variant"
+
+    def check(self, layout: TableLayout, suite: AblationSuite, scale: str) -> None:
+        super().check(layout, suite, scale)
+        if len(layout.columns) != 1:
+            raise ConfigError(f"layout {layout.name!r} of kind cluster-weights shows one variant; its columns "
+                              f"name {len(layout.columns)}")
+        variant = suite.variant(layout.columns[0].benchmark)
+        if variant.method not in ("idro", "groupdro", "dro-erm"):
+            raise ConfigError(f"layout {layout.name!r}: variant {variant.id!r} is trained by {variant.method!r}, "
+                              "which keeps no cluster weights (idro, groupdro or dro-erm do)")
+
+    def render(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
+        from reports.plots_dro import read_trace
+        from reports.table import Cell, Column, Row, Table
+
+        variant = layout.columns[0].benchmark
+        trace = read_trace(trace_path(suite, scale, results_root, variant))
+        weights = trace["weights"].astype(float)
+        share = weights / weights.sum(axis=1, keepdims=True)
+        columns = [Column("final", "final weight"), Column("share", "final share"), Column("mean", "mean share"),
+                   Column("loss", "mean loss"), Column("size", "queries")]
+        rows = []
+        for c in range(weights.shape[1]):
+            losses = trace["losses"][:, c]
+            mean_loss = float(np.nanmean(losses)) if (~np.isnan(losses)).any() else None
+            rows.append(Row(f"cluster {c}", {"final": Cell(float(weights[-1, c])), "share": Cell(float(share[-1, c])),
+                                             "mean": Cell(float(share[:, c].mean())), "loss": Cell(mean_loss),
+                                             "size": Cell(str(int(trace["sizes"][-1, c])))}))
+        label = suite.variant(variant).label
+        return Table(columns=columns, rows=rows, caption=layout.caption or f"Cluster weights of {label}",
+                     label=f"tab:{suite.name}-{layout.name}-{scale}", decimals=layout.decimals or 3, scale=1.0,
+                     bold_best=False, row_header="Cluster",
+                     notes=[f"Scale {scale}; {len(trace['steps'])} steps; shares = weights / their sum per step; "
+                            "mean loss over the steps where the cluster was in the batch."])
+
+    def figure(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
+        from reports.plots_dro import cluster_weight_figure, read_trace
+
+        variant = layout.columns[0].benchmark
+        trace = read_trace(trace_path(suite, scale, results_root, variant))
+        return cluster_weight_figure(trace, layout.caption or suite.variant(variant).label)

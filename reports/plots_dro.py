@@ -1,0 +1,78 @@
+"""Plots of the DRO methods' per-step trace (iDRO, GroupDRO, their baseline; paper 001).
+
+The trace is ``method/dro_trace.npz`` of a training run (:mod:`methods.clusters`): per optimizer
+step, the cluster weights after the update (``weights``), the cluster mean losses of the batch
+(``losses``, NaN where a cluster had no sample), the samples per cluster in the batch
+(``counts``) and the clusters' sizes among the training queries (``sizes``; they change when
+the clusters are recomputed at an episode).  :func:`cluster_weight_figure` draws the weights as a
+heat map (clusters x steps) above the cluster losses, the worst-cluster loss and the cluster sizes.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from harness.errors import InputError
+from reports.plots import _new_figure
+
+TRACE_KEYS = ("steps", "weights", "losses", "counts", "sizes")
+
+
+def read_trace(path: str | Path) -> dict[str, np.ndarray]:
+    """The arrays of a ``dro_trace.npz`` (checked: every key present, one row per step, K columns)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(path, "no DRO trace here (written by the idro, groupdro and dro-erm methods at the end "
+                               "of training)")
+    try:
+        with np.load(path) as npz:
+            trace = {key: np.asarray(npz[key]) for key in npz.files}
+    except (OSError, ValueError) as exc:
+        raise InputError(path, f"not a readable .npz file: {exc}") from None
+    missing = [k for k in TRACE_KEYS if k not in trace]
+    if missing:
+        raise InputError(path, f"missing array(s) {', '.join(missing)}")
+    n, k = trace["weights"].shape if trace["weights"].ndim == 2 else (-1, -1)
+    for key in TRACE_KEYS[2:]:
+        if trace[key].shape != (n, k):
+            raise InputError(path, f"array {key!r} has shape {trace[key].shape}, expected {(n, k)} like 'weights'")
+    if trace["steps"].shape != (n,):
+        raise InputError(path, f"array 'steps' has shape {trace['steps'].shape}, expected ({n},)")
+    return trace
+
+
+def worst_cluster_loss(trace: dict[str, np.ndarray]) -> np.ndarray:
+    """Per step, the highest mean loss among the clusters present in the batch."""
+    losses = trace["losses"]
+    present = ~np.isnan(losses)
+    return np.where(present.any(axis=1), np.nanmax(np.where(present, losses, -np.inf), axis=1), np.nan)
+
+
+def cluster_weight_figure(trace: dict[str, np.ndarray], title: str | None = None, *, normalise: bool = True,
+                          dpi: int = 100):
+    """Heat map of the cluster weights over training (normalised per step to sum 1 when ``normalise``:
+    iDRO's code weights and greedy GroupDRO's are not a distribution), with the cluster losses, the
+    worst-cluster loss and the cluster sizes below."""
+    steps, weights = trace["steps"], trace["weights"].astype(float)
+    if normalise:
+        weights = weights / weights.sum(axis=1, keepdims=True)
+    k = weights.shape[1]
+    fig = _new_figure(8.0, 7.0, dpi)
+    axes = fig.subplots(3, 1, sharex=True, height_ratios=[2.0, 1.4, 1.0])
+    extent = (float(steps[0]) - 0.5, float(steps[-1]) + 0.5, k - 0.5, -0.5) if len(steps) else None
+    image = axes[0].imshow(weights.T, aspect="auto", interpolation="nearest", cmap="viridis", extent=extent)
+    fig.colorbar(image, ax=axes[0], label="weight (share)" if normalise else "weight")
+    axes[0].set_ylabel("cluster")
+    axes[0].set_title(title or "Cluster weights over training")
+    for c in range(k):
+        axes[1].plot(steps, trace["losses"][:, c], lw=0.8, label=f"cluster {c}")
+    axes[1].plot(steps, worst_cluster_loss(trace), color="black", lw=1.5, label="worst cluster")
+    axes[1].set_ylabel("mean loss")
+    if k <= 10:
+        axes[1].legend(fontsize="x-small", ncol=min(k + 1, 6))
+    sizes = trace["sizes"].astype(float)
+    axes[2].stackplot(steps, sizes.T)
+    axes[2].set_ylabel("cluster sizes")
+    axes[2].set_xlabel("step")
+    return fig
