@@ -302,3 +302,40 @@ def per_query_difference_figure(
     sorted_ax.set_xlabel("queries (sorted)")
     sorted_ax.set_ylabel(f"{metric} difference")
     return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# lines with confidence bands (suite sweeps and learning curves)
+
+
+def line_ci_figure(panels: Mapping[str, Mapping[str, Sequence[tuple[float, float, float, float]]]], *,
+                   xlabel: str, ylabel: str = "", title: str | None = None,
+                   x_labels: Mapping[float, str] | None = None, log_x: bool = False, scale: float = 100.0,
+                   width: float = 4.2, height: float = 3.2, dpi: int = 100) -> Figure:
+    """One panel per column (``{panel title: {line name: [(x, mean, low, high), ...]}}``): each line is
+    the mean with a shaded band from ``low`` to ``high`` (a CI).  ``x_labels`` names x positions (a
+    sweep over strings is plotted at 0, 1, ... with its values as ticks); values are multiplied by
+    ``scale`` (fractions shown as percentages)."""
+    if not panels:
+        raise ValueError("nothing to plot: no panels")
+    fig = _new_figure(width * len(panels), height, dpi)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (name, lines) in zip(axes, panels.items()):
+        for line, points in lines.items():
+            pts = sorted(points)
+            xs = np.array([p[0] for p in pts], dtype=float)
+            means, lows, highs = (np.array([p[i] for p in pts], dtype=float) * scale for i in (1, 2, 3))
+            drawn = ax.plot(xs, means, marker="o", label=line)
+            ax.fill_between(xs, lows, highs, alpha=0.2, color=drawn[0].get_color(), linewidth=0)
+        if log_x:
+            ax.set_xscale("log")
+        if x_labels:
+            ax.set_xticks(list(x_labels), [x_labels[x] for x in x_labels])
+        ax.set_title(name)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+    axes[0].legend(fontsize="small")
+    if title:
+        fig.suptitle(title)
+    return fig

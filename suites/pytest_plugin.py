@@ -1,8 +1,9 @@
 """pytest plugin: every ablation suite becomes test items, selectable by marker.
 
 ``pytest -m "ablation and quickstart" --scale tiny`` runs the ``quickstart`` suite:
-one test item per variant (its training cell and all its evaluations) and one
-final item that builds the comparison table.  Items carry the markers
+one test item per training run (a variant, or each sweep point and seed of one: its
+training cell and all its evaluations, checkpoints included) and one final item that
+builds the comparison table (and the sweep and learning-curve tables and plots).  Items carry the markers
 ``ablation``, ``slow`` (so the default run leaves them out) and the suite's name.
 Results go to ``--ablation-results`` (default ``results/``, shared with
 ``harness run``), so cells finished by either are reused by the other.
@@ -45,7 +46,11 @@ def _params(config: pytest.Config, kind: str) -> list:
             continue
         marks = [pytest.mark.ablation, pytest.mark.slow, getattr(pytest.mark, name)]
         if kind == "cell":
-            params += [pytest.param((name, v.id), marks=marks, id=f"{name}-{scale}-{v.id}") for v in suite.variants]
+            # one item per training run: a variant, or each sweep point and seed of it (harness.ablation.axes)
+            from harness.ablation.axes import suite_replicates
+
+            params += [pytest.param((name, r.id), marks=marks, id=f"{name}-{scale}-{r.id}")
+                       for r in suite_replicates(suite, scale)]
         else:
             params.append(pytest.param(name, marks=marks, id=f"{name}-{scale}"))
     return params

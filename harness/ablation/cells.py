@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.ablation.axes import Replicate, apply_axes, keep_checkpoints, suite_replicates
 from harness.ablation.resolve import require_resolved, resolve_data_entry, resolve_model, resolve_option_value
 from harness.ablation.spec import NO_TRAINING, AblationSuite, BenchmarkRef, Variant
 from harness.errors import ConfigError
@@ -31,10 +32,26 @@ class TrainCell:
     data_fingerprint: str | None
     key: str
     config: dict[str, Any] = field(default_factory=dict)
+    replicate: Replicate | None = None
+    steps: list[int] = field(default_factory=list)   # intermediate checkpoints evaluated (the axis)
 
     @property
     def label(self) -> str:
         return self.variant.label
+
+    @property
+    def system(self) -> str:
+        """The table row this run belongs to (the variant id, or ``<variant>@<param>=<value>``)."""
+        return self.replicate.system.id if self.replicate is not None else self.variant.id
+
+    @property
+    def declared(self) -> str:
+        """The id of the variant the suite file declares."""
+        return self.replicate.system.variant.id if self.replicate is not None else self.variant.id
+
+    @property
+    def seed(self) -> int | None:
+        return self.replicate.seed if self.replicate is not None else None
 
     @property
     def trains(self) -> bool:
@@ -53,6 +70,12 @@ class EvalCell:
     train: TrainCell
     benchmark: BenchmarkRef
     key: str
+    step: int | None = None          # an intermediate checkpoint; None: the finished run
+
+    @property
+    def id(self) -> str:
+        """The name of the evaluated model: the training cell's id, ``@step=<n>`` for a checkpoint."""
+        return self.train.variant.id if self.step is None else f"{self.train.variant.id}@step={self.step}"
 
 
 def variant_train_overrides(suite: AblationSuite, variant: Variant, scale: str) -> dict[str, Any]:
@@ -80,22 +103,32 @@ def expand_train_cells(suite: AblationSuite, scale: str, load_data: bool = True)
         require_resolved(entries, f"suite {suite.name!r} scale {scale!r}: training data")
         data_fp = load_training_data(entries).fingerprint()
     cells = []
-    for variant in suite.variants:
+    for replicate in suite_replicates(suite, scale):
+        variant = replicate.variant()
         model = resolve_model(variant.model or cfg.model)
         if variant.method == NO_TRAINING:
             # The model's content identity, not its path (a synthetic model lives in the cache directory).
             config = {"method": NO_TRAINING, "model": model_identity(model)}
             cells.append(TrainCell(suite.name, scale, variant, NO_TRAINING, model, None, [], None,
-                                   content_key(config), config))
+                                   content_key(config), config, replicate))
             continue
-        method = get_method(variant.method)
-        overrides = variant_train_overrides(suite, variant, scale)
-        overrides["model"] = model
-        spec = method.spec(scale if scale in method.presets else _nearest_preset(method, scale), **overrides)
+        spec = replicate_spec(suite, replicate, scale, model)
         config = train_run_config(variant.method, spec, data_fp)
+        steps = replicate.checkpoints.at(spec.steps) if replicate.checkpoints else []
         cells.append(TrainCell(suite.name, scale, variant, variant.method, model, spec, entries, data_fp,
-                               content_key(config), config))
+                               content_key(config), config, replicate, steps))
     return cells
+
+
+def replicate_spec(suite: AblationSuite, replicate: Replicate, scale: str, model: str) -> TrainSpec:
+    """The TrainSpec of one replicate: scale < variant < variant at scale < sweep value < seed; checkpoints
+    requested by the axis are saved and kept."""
+    variant = replicate.system.variant
+    method = get_method(variant.method)
+    overrides = apply_axes(variant_train_overrides(suite, variant, scale), replicate)
+    overrides["model"] = model
+    spec = method.spec(scale if scale in method.presets else _nearest_preset(method, scale), **overrides)
+    return keep_checkpoints(spec, replicate.checkpoints)
 
 
 def _nearest_preset(method, scale: str) -> str:
@@ -110,12 +143,19 @@ def expand_eval_cells(train_cells: list[TrainCell], benchmarks: list[BenchmarkRe
     for tc in train_cells:
         for b in benchmarks:
             cells.append(EvalCell(tc, b, eval_key(tc.key, b.suite, card_fingerprints[b.id])))
+        for step in tc.steps:
+            for b in benchmarks:
+                cells.append(EvalCell(tc, b, eval_key(tc.key, b.suite, card_fingerprints[b.id], step), step))
     return cells
 
 
-def eval_key(train_key: str, benchmark_suite: str, card_fingerprint: str) -> str:
-    """The content key of an evaluation cell: its training cell, benchmark suite and protocol card."""
-    return content_key({"train": train_key, "benchmark": benchmark_suite, "card": card_fingerprint})
+def eval_key(train_key: str, benchmark_suite: str, card_fingerprint: str, step: int | None = None) -> str:
+    """The content key of an evaluation cell: its training cell, benchmark suite and protocol card (and the
+    checkpoint's step for an intermediate checkpoint)."""
+    config: dict[str, Any] = {"train": train_key, "benchmark": benchmark_suite, "card": card_fingerprint}
+    if step is not None:
+        config["step"] = int(step)
+    return content_key(config)
 
 
 def shard_filter(cells: list[TrainCell], shard: tuple[int, int]) -> list[TrainCell]:

@@ -153,15 +153,32 @@ class SuiteRun:
             from harness.method import get_method
 
             ckpt = ckpt or self.train(tc)
-            spec = ModelSpec(tc.variant.id, encoder=get_method(tc.method).encoder(ckpt))
+            if cell.step is not None:
+                ckpt = self.checkpoint_at(tc, ckpt, cell.step)
+            spec = ModelSpec(cell.id, encoder=get_method(tc.method).encoder(ckpt))
         else:
             spec = ModelSpec(tc.model)
         loaded = self.benchmark(cell.benchmark.id)
-        log.info("evaluating %s on %s", tc.variant.id, cell.benchmark.id)
+        log.info("evaluating %s on %s", cell.id, cell.benchmark.id)
+        record: dict[str, Any] = {"suite": self.suite.name, "scale": self.scale, "variant": tc.variant.id,
+                                  "train_key": tc.key, "benchmark": cell.benchmark.id, "train_config": tc.config}
+        if cell.step is not None:
+            record["step"] = cell.step
         evaluate_model(spec, loaded, out, cache_dir=self.cache_dir, suite_name=cell.benchmark.suite,
-                       extra_manifest={"cell": {"suite": self.suite.name, "scale": self.scale,
-                                                "variant": tc.variant.id, "train_key": tc.key,
-                                                "benchmark": cell.benchmark.id, "train_config": tc.config}})
+                       extra_manifest={"cell": record})
+
+    def checkpoint_at(self, cell: TrainCell, final, step: int):
+        """The finished run's intermediate checkpoint of ``step`` as a Checkpoint an encoder loads."""
+        import dataclasses
+
+        from harness.train.checkpoint import CHECKPOINT_DIR, MODEL_DIR, checkpoint_name
+
+        folder = self.train_dir(cell) / CHECKPOINT_DIR / checkpoint_name(step)
+        if not (folder / MODEL_DIR).is_dir():
+            raise ConfigError(f"{folder}: training cell {cell.variant.id} kept no checkpoint of step {step} (the run "
+                              f"finished before the checkpoints axis asked for it); delete {self.train_dir(cell)} "
+                              "to train it again with its checkpoints kept")
+        return dataclasses.replace(final, path=folder / MODEL_DIR, step=step)
 
     def run_cell(self, cell: TrainCell) -> None:
         """Train one cell and evaluate it on every benchmark."""
@@ -172,7 +189,7 @@ class SuiteRun:
 
     # ------------------------------------------------------------------ report
     def pending(self) -> list[str]:
-        return [f"{c.train.variant.id} x {c.benchmark.id}" for c in self.eval_cells if not self.is_evaluated(c)]
+        return [f"{c.id} x {c.benchmark.id}" for c in self.eval_cells if not self.is_evaluated(c)]
 
     def report(self) -> SuiteOutcome:
         """Compare every variant with the baseline and write the tables (all cells must be done)."""
@@ -193,10 +210,45 @@ class SuiteRun:
             atomic_write_json(self.report_dir / "comparisons.json", report.to_dict())
             atomic_write_json(self.report_dir / SUMMARY_FILE, summary)
             self._link_results()
+            sections = self._axes_reports()     # sweep and learning-curve tables and plots, if the suite has axes
+            if sections:
+                markdown = "\n".join([markdown, *sections])
+                atomic_write_text(self.report_dir / "table.md", markdown)
             from harness.ablation.html_report import write_runner_html
 
             write_runner_html(self)     # html/ next to table.md; a failure is logged as an error, tables stand
         return SuiteOutcome(self.suite.name, self.scale, self.report_dir, True, markdown, latex, summary)
+
+    def _axes_reports(self) -> list[str]:
+        """The ``sweep`` and ``curve`` layouts of a suite with those axes, over its aggregates (else every
+        benchmark) and metrics: ``sweep.md``/``curve.md`` and their ``.tex``, plots as PNG and PDF; returns the
+        Markdown sections appended to ``table.md`` (none for a suite without axes)."""
+        from harness.ablation.layout import LayoutColumn, TableLayout, layout_kind
+        from reports.latex import render_latex
+        from reports.markdown import render_markdown
+        from reports.plots import save_figure
+
+        cfg = self.config
+        targets = list(cfg.aggregates) or [b.id for b in cfg.benchmarks]
+        columns = [LayoutColumn(t, m) for t in targets for m in self.suite.metrics]
+        kinds = []
+        if any(v.sweep is not None for v in self.suite.variants):
+            kinds.append(("sweep", "parameter sweeps"))
+        if any(self.suite.checkpoints_for(v, self.scale) is not None for v in self.suite.variants):
+            kinds.append(("curve", "learning curves"))
+        sections = []
+        for kind, what in kinds:
+            caption = f"Suite '{self.suite.name}' (scale {self.scale}): {what}"
+            layout = TableLayout(kind, kind, caption, columns)
+            impl = layout_kind(kind)
+            impl.check(layout, self.suite, self.scale)
+            table = impl.render(self.suite, self.scale, self.root, layout)
+            text = render_markdown(table)
+            atomic_write_text(self.report_dir / f"{kind}.md", text)
+            atomic_write_text(self.report_dir / f"{kind}.tex", render_latex(table))
+            save_figure(impl.figure(self.suite, self.scale, self.root, layout), self.report_dir / kind)
+            sections.append(text)
+        return sections
 
     def _link_results(self) -> None:
         """Expose every eval cell as ``results/<variant>/<benchmark>`` (content keys are not stable names)."""
@@ -208,7 +260,7 @@ class SuiteRun:
 
         for cell in self.eval_cells:
             source = self.eval_dir(cell)
-            with atomic_dir(cell_result_dir(self.report_dir, cell.train.variant.id, cell.benchmark.id),
+            with atomic_dir(cell_result_dir(self.report_dir, cell.id, cell.benchmark.id),
                             is_ours=is_result_dir, what="a harness result") as tmp:
                 for name in (PER_QUERY_FILE, METRICS_FILE, MANIFEST_FILE):
                     try:
@@ -217,13 +269,19 @@ class SuiteRun:
                         shutil.copy2(source / name, tmp / name)
 
     def _compare(self):
+        from harness.ablation.axes import baseline_system, suite_systems
         from harness.stats import compare_suite
+        from harness.stats.replicates import average_replicates
 
         stats = dict(self.suite.stats)
-        labels = {v.id: v.label for v in self.suite.variants}
-        results: dict[str, dict[str, Any]] = {}
+        systems = suite_systems(self.suite)
+        labels = {s.id: s.label for s in systems}
+        results: dict[str, dict[str, Any]] = {}      # every finished cell, by its own label (the summary)
+        compared: dict[str, dict[str, Any]] = {}     # one result per system: replicates averaged per query
+        self._replicates: dict[str, dict[str, list[Any]]] = {}
         for b in self.config.benchmarks:
             per_variant = {}
+            per_system: dict[str, list[Any]] = {}
             reference = None
             for ec in self.eval_cells:
                 if ec.benchmark.id != b.id:
@@ -233,31 +291,51 @@ class SuiteRun:
                     reference = stored
                 else:
                     assert_comparable(reference.card, stored.card, what=f"results on {b.label}")
-                per_variant[labels[ec.train.variant.id]] = stored
+                per_variant[ec.train.label if ec.step is None else f"{ec.train.label} @ step {ec.step}"] = stored
+                if ec.step is None:
+                    per_system.setdefault(ec.train.system, []).append(stored)
             results[b.label] = per_variant
+            self._replicates[b.label] = {labels[s]: runs for s, runs in per_system.items() if len(runs) > 1}
+            compared[b.label] = {labels[s.id]: (per_system[s.id][0] if len(per_system[s.id]) == 1 else
+                                                average_replicates(per_system[s.id], what=f"{s.id} on {b.label}"))
+                                 for s in systems}
         options = self.suite.stats_options()
         bench_labels = {b.id: b.label for b in self.config.benchmarks}
-        aggregates = {name: [bench_labels[m] for m in members] for name, members in self.config.aggregates.items()}
-        report = compare_suite(results, self.suite.metrics, baseline=labels[self.suite.baseline],
+        aggregates = {name: [bench_labels.get(m, m) for m in members]
+                      for name, members in self.config.aggregates.items()}
+        report = compare_suite(compared, self.suite.metrics, baseline=labels[baseline_system(self.suite).id],
                                aggregates=aggregates or None, aggregate_method=stats.get("aggregate", "pooled"),
                                options=options, correction=stats.get("correction", "holm"),
                                alpha=float(stats.get("alpha", 0.05)))
         return report, results
 
     def _table(self, report):
+        from harness.ablation.axes import baseline_system, replicate_table
         from reports.comparison import comparison_table
 
         caption = f"Ablation suite '{self.suite.name}' (scale {self.scale}): variants vs baseline " \
-                  f"'{self.suite.variant(self.suite.baseline).label}'; deltas in parentheses."
-        return comparison_table(report, caption=caption, label=f"tab:{self.suite.name}-{self.scale}")
+                  f"'{baseline_system(self.suite).label}'; deltas in parentheses."
+        table = comparison_table(report, caption=caption, label=f"tab:{self.suite.name}-{self.scale}")
+        replicated = getattr(self, "_replicates", {})
+        if any(replicated.values()):
+            bench_labels = {b.id: b.label for b in self.config.benchmarks}
+            aggregates = {name: [bench_labels.get(m, m) for m in members]
+                          for name, members in self.config.aggregates.items()}
+            table = replicate_table(table, replicated, self.suite.metrics, aggregates, grouped=True)
+        return table
 
     def _summary(self, report, results) -> dict[str, Any]:
         scores = {bench: {variant: stored.metrics for variant, stored in per_variant.items()}
                   for bench, per_variant in results.items()}
-        cells = [{"variant": c.variant.id, "method": c.method, "key": c.key,
-                  # relative to the results root: the summary of the same suite is the same anywhere
-                  "dir": self.train_dir(c).relative_to(self.root).as_posix() if c.trains else None}
-                 for c in self.train_cells]
+        cells = []
+        for c in self.train_cells:
+            # "dir" is relative to the results root: the summary of the same suite is the same anywhere
+            entry: dict[str, Any] = {"variant": c.variant.id, "method": c.method, "key": c.key,
+                                     "dir": self.train_dir(c).relative_to(self.root).as_posix() if c.trains else None}
+            if c.replicate is not None and (c.system != c.variant.id or c.seed is not None or c.steps):
+                entry.update({"declared": c.declared, "system": c.system, "seed": c.seed, "steps": c.steps,
+                              "final_step": c.spec.steps if c.spec is not None else None})
+            cells.append(entry)
         return {"suite": self.suite.name, "version": self.suite.version, "scale": self.scale,
                 "baseline": self.suite.baseline, "metrics": self.suite.metrics, "scores": scores,
                 "cells": cells, "correction": report.correction, "test": report.options.test,
@@ -290,10 +368,12 @@ def run_suite(suite: AblationSuite, scale: str = "tiny", results_root: str | Pat
     runner = SuiteRun(suite, scale, results_root, cache_dir, progress)
     cells = shard_filter(runner.train_cells, shard)
     if only:
-        unknown = sorted(set(only) - {c.variant.id for c in runner.train_cells})
+        # a declared variant id selects all its cells; a system or cell id selects those
+        names = {n for c in runner.train_cells for n in (c.variant.id, c.system, c.declared)}
+        unknown = sorted(set(only) - names)
         if unknown:
             raise ConfigError(f"--only names unknown variant(s): {', '.join(unknown)}")
-        cells = [c for c in cells if c.variant.id in only]
+        cells = [c for c in cells if {c.variant.id, c.system, c.declared} & set(only)]
     world, rank = _launch()
     if world > 1:
         # Under ``accelerate launch``/``torchrun`` every process trains each cell together (DDP);

@@ -19,9 +19,34 @@ A suite file (``suites/ablations/<name>.yaml``)::
         model: synthetic:tiny-bert  # alias, path, hub id, or synthetic:<kind>
         data: [synthetic:default]   # training collections (see harness.data.collections)
         train: {steps: 60}          # TrainSpec overrides shared by every variant
+        seeds: [1, 2, 3]            # replicates at this scale (see "Axes" below)
         benchmarks:                 # table column groups
           - {id: easy, suite: synthetic, dataset_dir: "synthetic:default/eval/easy-en"}
-        aggregates: {Avg: [easy, ...]}
+        aggregates:                 # macro averages; a member may itself be an aggregate
+          Avg: [easy, ...]
+          CQADupStack: [cqa-android, cqa-english, ...]        # the forums averaged first
+          BEIR-15: [trec-covid, ..., CQADupStack]             # CQADupStack counts once
+
+Baseline rows: a variant with ``method: none`` trains nothing and evaluates ``model:``
+(default: the scale's model) under the same protocol cards: ``model: bm25`` (the
+lexical baseline; ``bm25_ties`` and the analyzer come from the benchmark's card), an
+alias (``minilm``, ``smollm2``, ...), a model folder or a hub id.
+
+Axes (one declared variant becomes several cells; :mod:`harness.ablation.axes`):
+
+* ``sweep: {param: options.k, values: [2, 4, 8]}`` on a variant (any method option,
+  ``options.<name>``, or TrainSpec field, ``train.<field>``): one system per value, with
+  the id ``<variant>@<name>=<value>`` and the label ``<label> (<name>=<value>)``; the
+  ``sweep`` layout kind renders it as a table and a line plot.
+* ``seeds: [1, 2, 3]`` at the top level, in a scale, on a variant or a variant's scale
+  (the most specific wins; untrained variants have no replicates): one training run
+  per seed (TrainSpec ``seed``), cell ids ``<system>@seed=<s>``; tables show the mean
+  ± sd over the replicates and test the per-query scores averaged over the seeds.
+* ``checkpoints: [20, 40]`` or ``checkpoints: {every: 20}`` on a variant (or a variant's
+  scale): the run keeps the checkpoints of those steps (``save_every``, nothing pruned;
+  neither changes the cell's key) and each is evaluated as ``<cell>@step=<n>`` without
+  retraining; the ``curve`` layout kind draws the learning curves.  A run that already
+  finished without them is refused with the folder to delete.
 
 Strings may use ``{shared}`` (the real-data root: ``$HARNESS_SHARED_DATA`` or
 ``../shared/data`` beside the repository) and ``synthetic:<preset>[/sub/path]``
@@ -42,6 +67,37 @@ SUITES_DIR = Path(__file__).resolve().parents[2] / "suites" / "ablations"
 NO_TRAINING = "none"
 STATS_KEYS_ORDER = ("test", "correction", "alpha", "seed", "aggregate", "resamples", "missing")
 STATS_KEYS = set(STATS_KEYS_ORDER)
+SWEEP_SECTIONS = ("options", "train")
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A variant's parameter sweep: ``options.<name>`` (method option) or ``train.<field>`` over ``values``."""
+
+    param: str
+    values: tuple[Any, ...]
+
+    @property
+    def section(self) -> str:
+        return self.param.split(".", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.param.split(".", 1)[1]
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """Intermediate steps of a run to evaluate: listed ``steps`` or every ``every`` steps."""
+
+    steps: tuple[int, ...] = ()
+    every: int | None = None
+
+    def at(self, total_steps: int) -> list[int]:
+        """The intermediate steps (< ``total_steps``) of a run of ``total_steps`` steps, ascending."""
+        if self.every:
+            return list(range(self.every, total_steps, self.every))
+        return sorted({s for s in self.steps if s < total_steps})
 
 
 @dataclass
@@ -53,6 +109,9 @@ class Variant:
     train: dict[str, Any] = field(default_factory=dict)
     scales: dict[str, dict[str, Any]] = field(default_factory=dict)
     model: str | None = None           # evaluate this model instead (e.g. "bm25" with method none)
+    sweep: Sweep | None = None
+    seeds: list[int] | None = None
+    checkpoints: Checkpoints | None = None
 
 
 @dataclass
@@ -75,6 +134,31 @@ class ScaleConfig:
     benchmarks: list[BenchmarkRef]
     aggregates: dict[str, list[str]] = field(default_factory=dict)
     dry_run_only: bool = False        # "paper" scales that only make sense on GPUs
+    seeds: list[int] | None = None
+
+    def aggregate_leaves(self, name: str) -> list[str]:
+        """The benchmarks an aggregate covers, nested aggregates expanded (in order, each once)."""
+        out: list[str] = []
+        for member in self.aggregates[name]:
+            for leaf in (self.aggregate_leaves(member) if member in self.aggregates else [member]):
+                if leaf not in out:
+                    out.append(leaf)
+        return out
+
+    def aggregate_closure(self, names: list[str]) -> dict[str, list[str]]:
+        """``{aggregate: members}`` of ``names`` and every aggregate nested in them (members first)."""
+        out: dict[str, list[str]] = {}
+
+        def visit(name: str) -> None:
+            for member in self.aggregates[name]:
+                if member in self.aggregates and member not in out:
+                    visit(member)
+            out[name] = list(self.aggregates[name])
+
+        for name in names:
+            if name not in out:
+                visit(name)
+        return out
 
 
 @dataclass
@@ -89,6 +173,23 @@ class AblationSuite:
     scales: dict[str, ScaleConfig]
     path: Path | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+    seeds: list[int] | None = None
+
+    def seeds_for(self, variant: Variant, scale: str) -> list[int] | None:
+        """The replicate seeds of ``variant`` at ``scale`` (variant's scale > variant > scale > suite);
+        None: one run with the spec's own seed.  Untrained variants have no replicates."""
+        if variant.method == NO_TRAINING:
+            return None
+        at_scale = variant.scales.get(scale, {}).get("seeds")
+        for seeds in (at_scale, variant.seeds, self.scale(scale).seeds, self.seeds):
+            if seeds is not None:
+                return list(seeds)
+        return None
+
+    def checkpoints_for(self, variant: Variant, scale: str) -> Checkpoints | None:
+        """The intermediate checkpoints of ``variant`` to evaluate at ``scale`` (variant's scale > variant)."""
+        at_scale = variant.scales.get(scale, {}).get("checkpoints")
+        return at_scale if at_scale is not None else variant.checkpoints
 
     def scale(self, name: str) -> ScaleConfig:
         if name not in self.scales:
@@ -146,10 +247,11 @@ def load_suite(name_or_path: str | Path, problems: Problems | None = None) -> Ab
 # ignored by the harness and left out of ``AblationSuite.raw``.
 EXTENSION_PREFIX = "x-"
 # Every key a suite file may use, by section (anything else is an error naming the closest of these).
-TOP_KEYS = ("name", "version", "description", "baseline", "variants", "metrics", "stats", "scales", "table")
-VARIANT_KEYS = ("id", "method", "label", "options", "train", "scales", "model")
-VARIANT_SCALE_KEYS = ("train", "options")
-SCALE_KEYS = ("model", "data", "train", "benchmarks", "aggregates", "dry_run_only")
+TOP_KEYS = ("name", "version", "description", "baseline", "variants", "metrics", "stats", "scales", "table", "seeds")
+VARIANT_KEYS = ("id", "method", "label", "options", "train", "scales", "model", "sweep", "seeds", "checkpoints")
+VARIANT_SCALE_KEYS = ("train", "options", "seeds", "checkpoints")
+SCALE_KEYS = ("model", "data", "train", "benchmarks", "aggregates", "dry_run_only", "seeds")
+SWEEP_KEYS = ("param", "values")
 BENCHMARK_KEYS = ("id", "suite", "dataset_dir", "label", "options", "max_queries", "corpus_sample")
 DATA_KEYS = ("path", "domains", "max_rows", "split", "negatives_run", "max_negatives", "name", "metadata")
 TABLE_KEYS = ("default", "layouts")
@@ -299,12 +401,13 @@ def parse_suite(raw: Any, path: Path | None = None, lines: dict | None = None,
         if not isinstance(m, str):
             problems.add(("metrics", i), f"expected a metric name, got {_show(m)}")
     _table(raw.get("table"), r)
+    suite_seeds = _seeds(raw, (), r)
     if not collect:
         problems.raise_if_any()
     raw = {k: v for k, v in raw.items() if not str(k).startswith(EXTENSION_PREFIX)}
     return AblationSuite(name=str(name), version=int(version or 1), description=str(description or "").strip(),
                          baseline=str(baseline), variants=variants, metrics=metrics, stats=stats, scales=scales,
-                         path=path, raw=raw)
+                         path=path, raw=raw, seeds=suite_seeds)
 
 
 def _variant(v: Any, keypath: tuple, r: _Reader) -> Variant | None:
@@ -323,11 +426,104 @@ def _variant(v: Any, keypath: tuple, r: _Reader) -> Variant | None:
         where = keypath + ("scales", s)
         cfg = r.mapping(cfg, where, VARIANT_SCALE_KEYS)
         scales[str(s)] = {"train": r.train(cfg.get("train"), where + ("train",)),
-                          "options": dict(r.mapping(cfg.get("options"), where + ("options",)))}
+                          "options": dict(r.mapping(cfg.get("options"), where + ("options",))),
+                          "seeds": _seeds(cfg, where, r), "checkpoints": _checkpoints(cfg, where, r)}
+    sweep = _sweep(v.get("sweep"), keypath + ("sweep",), r) if "sweep" in v else None
+    seeds = _seeds(v, keypath, r)
+    checkpoints = _checkpoints(v, keypath, r)
     if vid is None or method is None:
         return None
+    if method == NO_TRAINING:
+        for key in ("sweep", "seeds", "checkpoints"):
+            if v.get(key) is not None or any(c.get(key) is not None for c in scales.values()):
+                r.problems.add(keypath + (key,), f"variant {vid!r} trains nothing (method {NO_TRAINING!r}): "
+                                                 f"'{key}' needs a trained variant")
+    if sweep is not None and sweep.param == "train.seed" and (seeds is not None or
+                                                              any(c.get("seeds") for c in scales.values())):
+        r.problems.add(keypath + ("sweep",), f"variant {vid!r} sweeps train.seed and sets 'seeds': use one")
     return Variant(id=vid, method=method, label=label or vid, options=options, train=train, scales=scales,
-                   model=model)
+                   model=model, sweep=sweep, seeds=seeds, checkpoints=checkpoints)
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (str, int, float, bool)) and value is not None
+
+
+def _sweep(value: Any, keypath: tuple, r: _Reader) -> Sweep | None:
+    """``sweep: {param: options.<name> | train.<field>, values: [...]}``: distinct scalar values."""
+    from harness.train.spec import TrainSpec, field_problems
+
+    data = r.mapping(value, keypath, SWEEP_KEYS)
+    if not data:
+        if value is not None and isinstance(value, dict):
+            r.problems.add(keypath, "a sweep needs 'param' and 'values'")
+        return None
+    param = r.text(data, "param", keypath, required=True)
+    values = r.list(data.get("values"), keypath + ("values",)) if "values" in data else []
+    if "values" not in data:
+        r.problems.add(keypath, "missing 'values'")
+    if param is None or not values:
+        return None
+    section, _, name = param.partition(".")
+    if section not in SWEEP_SECTIONS or not name:
+        r.problems.add(keypath + ("param",), f"sweep param {param!r} must be options.<method option> or "
+                                             "train.<TrainSpec field> (e.g. options.k, train.lr)")
+        return None
+    ok = True
+    for i, item in enumerate(values):
+        if not _scalar(item):
+            r.problems.add(keypath + ("values", i), f"sweep values are numbers or strings, got {_show(item)}")
+            ok = False
+    if ok and len({repr(x) for x in values}) != len(values):
+        r.problems.add(keypath + ("values",), f"sweep values must be distinct, got {values!r}")
+        ok = False
+    if ok and section == "train":
+        if name in TrainSpec.NON_RESULT_FIELDS or name in ("model", "method_options"):
+            r.problems.add(keypath + ("param",), f"train.{name} does not change the trained weights (or is set "
+                                                 "elsewhere); sweep a field that does")
+            return None
+        for i, item in enumerate(values):
+            for key, message in field_problems({name: item}):
+                r.problems.add(keypath + ("values", i) if not message.startswith("unknown") else
+                               keypath + ("param",), f"train.{key}: {message}")
+                ok = False
+    return Sweep(param, tuple(values)) if ok else None
+
+
+def _seeds(container: dict, keypath: tuple, r: _Reader) -> list[int] | None:
+    """``seeds: [1, 2, 3]``: distinct non-negative integers (None when absent)."""
+    if container.get("seeds") is None:
+        return None
+    seeds = r.list(container["seeds"], keypath + ("seeds",))
+    bad = [x for x in seeds if isinstance(x, bool) or not isinstance(x, int) or x < 0]
+    if bad:
+        r.problems.add(keypath + ("seeds",), f"seeds are non-negative integers, got {_show(bad[0])}")
+        return None
+    if len(set(seeds)) != len(seeds):
+        r.problems.add(keypath + ("seeds",), f"seeds must be distinct, got {seeds!r}")
+        return None
+    return [int(x) for x in seeds] or None
+
+
+def _checkpoints(container: dict, keypath: tuple, r: _Reader) -> Checkpoints | None:
+    """``checkpoints: [20, 40]`` or ``checkpoints: {every: 20}`` (positive steps)."""
+    value = container.get("checkpoints")
+    where = keypath + ("checkpoints",)
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        r.mapping(value, where, ("every",))
+        every = r.integer(value, "every", where, minimum=1)
+        if every is None:
+            r.problems.add(where, "expected {every: <steps>} or a list of steps")
+            return None
+        return Checkpoints(every=every)
+    steps = r.list(value, where)
+    bad = [x for x in steps if isinstance(x, bool) or not isinstance(x, int) or x < 1]
+    if bad:
+        r.problems.add(where, f"checkpoint steps are positive integers, got {_show(bad[0])}")
+        return None
+    return Checkpoints(steps=tuple(sorted(set(int(x) for x in steps)))) if steps else None
 
 
 def _stats(value: Any, r: _Reader) -> dict[str, Any]:
@@ -394,19 +590,58 @@ def _scale(name: str, cfg: Any, r: _Reader) -> ScaleConfig | None:
     if dup:
         r.problems.add(keypath + ("benchmarks",), f"duplicate benchmark id(s): {', '.join(dup)}")
     aggregates: dict[str, list[str]] = {}
-    for agg, members in r.mapping(cfg.get("aggregates"), keypath + ("aggregates",)).items():
+    raw_aggregates = r.mapping(cfg.get("aggregates"), keypath + ("aggregates",))
+    names = [str(a) for a in raw_aggregates]
+    for agg, members in raw_aggregates.items():
         where = keypath + ("aggregates", agg)
         members = r.list(members, where)
         aggregates[str(agg)] = [str(x) for x in members]
-        missing = [m for m in aggregates[str(agg)] if m not in ids]
+        if str(agg) in ids:
+            r.problems.add(where, f"aggregate {agg!r} has the id of a benchmark")
+        # a member is a benchmark or another aggregate (averaged first: CQADupStack's forums in BEIR-15)
+        missing = [m for m in aggregates[str(agg)] if m not in ids and m not in names]
         if missing and benchmarks:
-            hints = "".join(f" ({m!r}: did you mean {h!r}?)" for m in missing if (h := closest(m, ids)))
+            known = [*ids, *names]
+            hints = "".join(f" ({m!r}: did you mean {h!r}?)" for m in missing if (h := closest(m, known)))
             r.problems.add(where, f"aggregate {agg!r} names unknown benchmark(s) {', '.join(missing)}{hints}")
+        dup = sorted({m for m in aggregates[str(agg)] if aggregates[str(agg)].count(m) > 1})
+        if dup:
+            r.problems.add(where, f"aggregate {agg!r} lists {', '.join(dup)} more than once")
+    cycle = _aggregate_cycle(aggregates)
+    if cycle:
+        r.problems.add(keypath + ("aggregates", cycle[0]), f"aggregates contain each other: {' -> '.join(cycle)}")
+        aggregates = {}
     dry = cfg.get("dry_run_only", False)
     if not isinstance(dry, bool):
         r.problems.add(keypath + ("dry_run_only",), f"expected true or false, got {_show(dry)}")
     return ScaleConfig(name=name, model=model or "", data=data, train=train, benchmarks=benchmarks,
-                       aggregates=aggregates, dry_run_only=dry is True)
+                       aggregates=aggregates, dry_run_only=dry is True, seeds=_seeds(cfg, keypath, r))
+
+
+def _aggregate_cycle(aggregates: dict[str, list[str]]) -> list[str]:
+    """A chain ``[a, b, ..., a]`` of aggregates that contain each other, or ``[]``."""
+    state: dict[str, int] = {}
+
+    def visit(name: str, path: list[str]) -> list[str]:
+        state[name] = 1
+        for member in aggregates[name]:
+            if member not in aggregates:
+                continue
+            if state.get(member) == 1:
+                return [*path, name, member][[*path, name].index(member):]
+            if member not in state:
+                found = visit(member, [*path, name])
+                if found:
+                    return found
+        state[name] = 2
+        return []
+
+    for name in aggregates:
+        if name not in state:
+            found = visit(name, [])
+            if found:
+                return found
+    return []
 
 
 def _table(value: Any, r: _Reader) -> None:

@@ -28,6 +28,7 @@ from harness.ablation.problems import KeyPath, Problems
 from harness.ablation.resolve import SYNTHETIC_PREFIX, resolve_data_entry, resolve_path, substitute, unresolved
 from harness.ablation.spec import NO_TRAINING, AblationSuite, closest
 from harness.errors import HarnessError
+from harness.pipeline import LEXICAL_MODELS
 
 
 def load_validated(name_or_path: str | Path, scale: str, *, dry_run: bool = False) -> AblationSuite:
@@ -127,22 +128,41 @@ def _variant(suite: AblationSuite, scale: str, i: int, problems: Problems, build
                 problems.add(keypath, f"variant {variant.id!r}: method {variant.method!r} has no option {name!r}"
                              + (f" (did you mean {hint!r}?)" if hint else "")
                              + f"; options: {', '.join(option_names) or '(none)'}", at=keypath + (name,))
+    sweep = variant.sweep
+    if sweep is not None and sweep.section == "options" and sweep.name not in option_names:
+        unknown_found = True
+        hint = closest(sweep.name, option_names)
+        problems.add(where + ("sweep", "param"), f"variant {variant.id!r}: method {variant.method!r} has no option "
+                     f"{sweep.name!r} to sweep" + (f" (did you mean {hint!r}?)" if hint else "")
+                     + f"; options: {', '.join(option_names) or '(none)'}")
+    if variant.model and variant.model.lower() in LEXICAL_MODELS:
+        problems.add(where + ("model",), f"variant {variant.id!r}: {variant.model!r} is a lexical model and cannot "
+                     f"be trained by method {variant.method!r}; evaluate it as a baseline row with method "
+                     f"{NO_TRAINING!r}")
+        return
     if unknown_found or not build_spec:
         return
-    overrides = variant_train_overrides(suite, variant, scale)
-    try:
-        method.resolve_options(dict(overrides.get("method_options", {})))
-        preset = scale if scale in method.presets else ("tiny" if "tiny" in method.presets else None)
-        if preset is None:
-            problems.add(where + ("method",), f"method {variant.method!r} has no presets")
-            return
-        # The model name stands in for the resolved path: resolving a synthetic model would build it.
-        spec = method.spec(preset, **{**overrides, "model": variant.model or suite.scale(scale).model})
-        for dep in method.planned_dependencies(spec):
-            method_of = get_method(dep.method)
-            method_of.resolve_options(dict(dep.spec.method_options))
-    except HarnessError as exc:
-        problems.add(where, f"variant {variant.id!r} at scale {scale!r}: {exc}")
+    from harness.ablation.axes import apply_axes, keep_checkpoints, replicates, systems_of
+
+    preset = scale if scale in method.presets else ("tiny" if "tiny" in method.presets else None)
+    if preset is None:
+        problems.add(where + ("method",), f"method {variant.method!r} has no presets")
+        return
+    for system in systems_of(variant):
+        replicate = replicates(suite, system, scale)[0]   # seeds change only the spec's seed
+        overrides = apply_axes(variant_train_overrides(suite, variant, scale), replicate)
+        point = f" ({system.sweep.name}={system.value!r})" if system.sweep is not None else ""
+        try:
+            method.resolve_options(dict(overrides.get("method_options", {})))
+            # The model name stands in for the resolved path: resolving a synthetic model would build it.
+            spec = method.spec(preset, **{**overrides, "model": variant.model or suite.scale(scale).model})
+            keep_checkpoints(spec, replicate.checkpoints)
+            for dep in method.planned_dependencies(spec):
+                method_of = get_method(dep.method)
+                method_of.resolve_options(dict(dep.spec.method_options))
+        except HarnessError as exc:
+            problems.add(where + (("sweep",) if point else ()), f"variant {variant.id!r}{point} at scale "
+                                                                f"{scale!r}: {exc}")
 
 
 def _benchmark(bench: Any, where: tuple, problems: Problems, check_resources: bool) -> None:

@@ -101,6 +101,8 @@ def _dry_run(suite, args) -> int:
         if cell.trains:
             method = get_method(cell.method)
             line += _describe(cell.train_spec)
+            if cell.steps:
+                line += f" checkpoints={','.join(map(str, cell.steps))}"
             estimate = _estimate(cell.train_spec, method.frozen_forwards(cell.train_spec))
             if estimate is not None and cell.key not in counted:
                 total_hours += estimate

@@ -21,6 +21,14 @@ and their count ``B`` is raised for large families so that the smallest
 attainable p ``1/(B+1)`` stays well below ``alpha/m`` (rule ``B >= 20 m/alpha``
 over the largest family, :mod:`harness.stats.floor`); a table of a large family
 says so in a note.
+
+An aggregate may list other aggregates among its members (BEIR-15 with CQADupStack
+averaged over its 12 forums first): a nested member counts as one dataset whose
+value is its own macro average.  For the tests it enters its parent as one dataset
+of its members' queries, each weighted ``N / (k n_i)`` (``k`` members, ``n_i``
+queries in member ``i``, ``N`` in all), so the member's mean is exactly its macro
+average: under ``macro`` the parent's test sees that average, under ``pooled`` the
+weighted per-query differences.
 """
 from __future__ import annotations
 
@@ -28,6 +36,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from harness.errors import ConfigError
 from harness.results import EvaluationResult
@@ -90,6 +100,10 @@ class ComparisonReport:
                          f"other way): {names}.")
         if self.aggregates:
             lines.append(f"Aggregates: {AGGREGATE_DESCRIPTIONS[self.aggregate_method]}.")
+            nested = [f"{m} in {name}" for name, members in self.aggregates.items() for m in members
+                      if m in self.aggregates]
+            if nested:
+                lines.append(f"Nested aggregates ({', '.join(nested)}) count once, as their own macro average.")
         missing = sum(c.missing_in_base + c.missing_in_system for c in self.comparisons)
         if missing:
             lines.append(f"Missing queries scored as 0: {missing} (query, comparison) pairs.")
@@ -211,20 +225,26 @@ def compare_suite(results: SuiteResults, metrics: Sequence[str], *,
                 pairs[(dataset, system, metric)] = align(base_eval, sys_eval, metric=metric, missing=options.missing,
                                                          base_name=baseline, system_name=system)
     for name, members in (aggregates or {}).items():
-        unknown = [d for d in members if d not in results]
+        unknown = [d for d in members if d not in results and d not in (aggregates or {})]
         if unknown:
             raise ConfigError(f"aggregate {name!r} names datasets without results: {', '.join(map(str, unknown))}")
         if name in results:
             raise ConfigError(f"aggregate name {name!r} is also a dataset name")
+    _check_nesting(aggregates or {})
     order = [(dataset, system, metric) for dataset in datasets for system in others for metric in metrics]
     order += [(name, system, metric) for name in (aggregates or {}) for system in others for metric in metrics]
     test_b = _test_resamples(order, {a: aggregate_method for a in aggregates or {}}, baseline, options, correction,
                              alpha, family)
     members_of = {name: list(members) for name, members in (aggregates or {}).items()}
 
+    def paired(member: Any, system: str, metric: str) -> PairedScores:
+        if member in members_of:
+            return nested_scores({m: paired(m, system, metric) for m in members_of[member]}, str(member))
+        return pairs[(member, system, metric)]
+
     def run(where: Any, metric: str, systems: Sequence[str], b: int) -> dict[str, Comparison]:
         if where in members_of:
-            return compare_aggregate_group({s: {d: pairs[(d, s, metric)] for d in members_of[where]} for s in systems},
+            return compare_aggregate_group({s: {d: paired(d, s, metric) for d in members_of[where]} for s in systems},
                                            name=where, metric=metric, baseline=baseline, method=aggregate_method,
                                            options=options, resamples=b)
         return compare_group({s: pairs[(where, s, metric)] for s in systems}, metric=metric, baseline=baseline,
@@ -256,6 +276,39 @@ def compare_suite(results: SuiteResults, metrics: Sequence[str], *,
     return ComparisonReport(comparisons, baseline, [baseline, *others], list(metrics), datasets,
                             {k: list(v) for k, v in (aggregates or {}).items()}, options, correction, alpha,
                             family_name, aggregate_method, test_b, unsettled)
+
+
+def nested_scores(members: Mapping[str, PairedScores], name: str) -> PairedScores:
+    """An aggregate as one dataset of its parent: its members' queries, each weighted ``N / (k n_i)`` so that
+    the mean of either side is the members' macro average (the value the aggregate reports)."""
+    if not members:
+        raise ConfigError(f"aggregate {name!r} has no members")
+    empty = [m for m, p in members.items() if p.n == 0]
+    if empty:
+        raise ConfigError(f"aggregate {name!r}: member(s) {', '.join(empty)} have no queries")
+    total, k = sum(p.n for p in members.values()), len(members)
+    ids, base, system = [], [], []
+    for m, p in members.items():
+        weight = total / (k * p.n)
+        ids.append(np.array([f"{m}\x1f{q}" for q in p.query_ids.tolist()], dtype=str))
+        base.append(p.base * weight)
+        system.append(p.system * weight)
+    return PairedScores(np.concatenate(ids), np.concatenate(base), np.concatenate(system),
+                        missing_in_base=sum(p.missing_in_base for p in members.values()),
+                        missing_in_system=sum(p.missing_in_system for p in members.values()))
+
+
+def _check_nesting(aggregates: Mapping[str, Sequence[str]]) -> None:
+    """Refuse aggregates that contain themselves (directly or through others)."""
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if name in path:
+            raise ConfigError(f"aggregates contain each other: {' -> '.join([*path[path.index(name):], name])}")
+        for member in aggregates.get(name, ()):
+            if member in aggregates:
+                visit(member, (*path, name))
+
+    for name in aggregates:
+        visit(name, ())
 
 
 def unsettled_decisions(comparisons: Sequence[Comparison], correction: str, family: Family, alpha: float,
