@@ -30,10 +30,16 @@ HTML_DIR = "html"
 Loader = Callable[[str], LoadedBenchmark]      # benchmark id -> the loaded benchmark (texts, qrels)
 
 
-def suite_command(suite: AblationSuite, scale: str, results_root: str | Path, *extra: str) -> str:
-    """The ``harness run`` command line of this suite (``extra``: e.g. ``--only VARIANT``)."""
-    name = str(suite.path) if suite.path is not None and suite.path.stem != suite.name else suite.name
-    words = ["harness", "run", name, "--scale", scale, "--results-root", str(results_root), *extra]
+def suite_argument(suite: AblationSuite) -> str:
+    """How a command names the suite: its name, or its file when the name would not find it."""
+    return str(suite.path) if suite.path is not None and suite.path.stem != suite.name else suite.name
+
+
+def suite_command(suite: AblationSuite, scale: str, results_root: str | Path, *extra: str,
+                  command: tuple[str, ...] = ("run",)) -> str:
+    """The ``harness run`` (or ``command``) line of this suite (``extra``: e.g. ``--only VARIANT``)."""
+    words = ["harness", *command, suite_argument(suite), "--scale", scale, "--results-root", str(results_root),
+             *extra]
     return " ".join(shlex.quote(w) for w in words)
 
 
@@ -120,8 +126,7 @@ def write_cli_html(suite: AblationSuite, scale: str, results_root: str | Path) -
     from harness.ablation.benchmarks import load_benchmark_ref
 
     refs = {b.id: b for b in suite.scale(scale).benchmarks}
-    command = " ".join(shlex.quote(w) for w in ("harness", "table", "suite", suite.name, "--scale", scale,
-                                                "--results-root", str(results_root), "--html"))
+    command = suite_command(suite, scale, results_root, "--html", command=("table", "suite"))
     return write_suite_html(suite, scale, results_root, lambda b: load_benchmark_ref(refs[b], suite.metrics),
                             command)
 
@@ -133,7 +138,7 @@ def write_runner_html(runner: SuiteRun) -> Path | None:
         return write_suite_html(runner.suite, runner.scale, runner.root, runner.benchmark,
                                 suite_command(runner.suite, runner.scale, runner.root))
     except Exception as exc:  # noqa: BLE001 - reported, not swallowed: the tables are written already
-        log.error("HTML report of suite %s (%s) failed: %s: %s; retry with: harness table suite %s --scale %s "
-                  "--results-root %s --html", runner.suite.name, runner.scale, type(exc).__name__, exc,
-                  runner.suite.name, runner.scale, runner.root)
+        log.error("HTML report of suite %s (%s) failed: %s: %s; retry with: %s", runner.suite.name, runner.scale,
+                  type(exc).__name__, exc,
+                  suite_command(runner.suite, runner.scale, runner.root, "--html", command=("table", "suite")))
         return None

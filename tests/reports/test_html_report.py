@@ -200,7 +200,9 @@ def test_harness_table_suite_html(finished, tmp_path, capsys):
     assert main(["table", "suite", str(FIXTURE), "--results-root", str(root), "--html"]) == 0
     assert index.is_file() and "HTML report:" in capsys.readouterr().err
     assert main(["table", "suite", str(FIXTURE), "--results-root", str(root), "--html"]) == 0   # replaces its own
-    assert "harness table suite html-mini" in index.read_text(encoding="utf-8")   # the command that wrote it
+    assert f"harness table suite {FIXTURE} --scale tiny --results-root {root} --html" in \
+        index.read_text(encoding="utf-8")                                               # the command that wrote it
+    assert f"harness run {FIXTURE} --scale tiny --results-root {root} --only bm25" in index.read_text(encoding="utf-8")
     assert main(["table", "suite", str(FIXTURE), "--results-root", str(tmp_path), "--html"]) == 2
     err = capsys.readouterr().err
     assert "has no finished tables" in err and "harness run" in err
@@ -220,4 +222,4 @@ def test_a_failing_report_is_logged_not_raised(finished, monkeypatch, caplog):
         assert write_runner_html(runner) is None
     message = caplog.records[-1].getMessage()
     assert caplog.records[-1].levelno == logging.ERROR
-    assert "ValueError: plot exploded" in message and "harness table suite html-mini" in message
+    assert "ValueError: plot exploded" in message and f"harness table suite {FIXTURE} --scale tiny" in message
