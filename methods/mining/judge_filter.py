@@ -3,10 +3,11 @@ the positive it reads as the reference, what it removes, and the report's filter
 
 A query's candidates that the selection could still keep are judged: for threshold strategies
 those at or below the threshold (the rest are out anyway), for rank strategies all of them (the
-shift then counts ranks of the filtered list).  The reference positive is a seeded choice among
-the query's positives (the released code draws ``random.choice``).  Candidates whose voted label
-the filter mode does not keep are removed before the selection takes its ``k``, as paper 004
-judges the 40 candidates before the pool of 30 is taken.
+shift then counts ranks of the filtered list).  To bound the calls, ``only_rows`` judges a subset
+of rows and ``depth`` each row's first candidates only (the rest stay unjudged: kept).  The
+reference positive is a seeded choice among the query's positives (the released code draws
+``random.choice``).  Candidates whose voted label the filter mode does not keep are removed before
+the selection takes its ``k``, as paper 004 judges the 40 candidates before the pool of 30 is taken.
 """
 from __future__ import annotations
 
@@ -31,13 +32,17 @@ class JudgeFilter:
     cache: VoteCache | None = None
     batch_size: int = 16
     only_rows: frozenset[int] | None = None     # judge only these rows (a subset bounding the calls)
+    depth: int | None = None                    # judge only each row's first ``depth`` candidates
 
     def __post_init__(self) -> None:
         if self.mode not in FILTER_MODES:
             raise ConfigError(f"unknown filter mode {self.mode!r}; choose one of {', '.join(FILTER_MODES)}")
 
     def config(self) -> dict[str, Any]:
-        out = {"judge": self.judge.identity(), "prompt_version": self.judge.prompt_version, "mode": self.mode}
+        out: dict[str, Any] = {"judge": self.judge.identity(), "prompt_version": self.judge.prompt_version,
+                               "mode": self.mode}
+        if self.depth is not None:
+            out["depth"] = self.depth
         if self.only_rows is not None:
             out["only_rows"] = {"count": len(self.only_rows), "digest": hashlib.sha256(
                 json.dumps(sorted(self.only_rows)).encode()).hexdigest()[:16]}
@@ -67,7 +72,7 @@ def judge_rows(flt: JudgeFilter, queries: Sequence[str], positives: Sequence[Seq
     for j, query in enumerate(queries):
         p = reference_positive(seed, row_ids[j], query, len(positives[j]))
         skip = flt.only_rows is not None and row_ids[j] not in flt.only_rows
-        rows.append(RowJudgement(p, [] if skip else list(to_judge[j])))
+        rows.append(RowJudgement(p, [] if skip else list(to_judge[j])[:flt.depth]))
         triples.extend(Triple(query, positives[j][p], candidates[j][r]) for r in rows[-1].judged)
     verdicts, stats = judge_triples(flt.judge, triples, seed=seed, cache=flt.cache, batch_size=flt.batch_size)
     it = iter(verdicts)

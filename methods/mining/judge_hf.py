@@ -25,6 +25,7 @@ from harness.io.files import sha256_files
 from methods.mining.judge import PromptJudge, Reply, Sampling, parse_label
 
 MODES = ("generate", "score")
+_LOGIT_CACHE = 4096
 # Files whose bytes define a local model's answers (weights, tokenizer, configs).
 _MODEL_FILES = ("*.safetensors", "*.bin", "*.gguf", "tokenizer*.json", "config.json", "generation_config.json",
                 "*.model", "vocab*", "merges.txt", "special_tokens_map.json", "chat_template*")
@@ -67,6 +68,7 @@ class TransformersJudge(PromptJudge):
         self.max_length = max_length
         # A judge stops once each reply holds its label; a generator (methods.mining.generate) writes on.
         self.stop_on_label = stop_on_label
+        self._logits: dict[str, Any] = {}
         source, gguf, files = _resolve(model)
         kw: dict[str, Any] = {"gguf_file": gguf} if gguf else {}
         self.fingerprint = sha256_files(files) if files else None
@@ -126,11 +128,20 @@ class TransformersJudge(PromptJudge):
     def _score(self, prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int]) -> list[str]:
         import torch
 
-        enc = self._encode(prompts)
-        positions = (enc.attention_mask.cumsum(-1) - 1).clamp(min=0)
-        with torch.inference_mode():
-            logits = self._forward(enc.input_ids, enc.attention_mask, positions).logits[:, -1, self.label_ids]
-        return [str(i) for i in self._draw(logits, sampling, self._generators(seeds))]
+        # The label logits of a prompt do not depend on the sampling: the four samplings of a triple
+        # share one forward pass (kept for the last ``_LOGIT_CACHE`` prompts).
+        todo = [p for p in dict.fromkeys(prompts) if p not in self._logits]
+        if todo:
+            enc = self._encode(todo)
+            positions = (enc.attention_mask.cumsum(-1) - 1).clamp(min=0)
+            with torch.inference_mode():
+                logits = self._forward(enc.input_ids, enc.attention_mask, positions).logits[:, -1, self.label_ids]
+            for p, row in zip(todo, logits):
+                self._logits[p] = row.clone()
+            while len(self._logits) > _LOGIT_CACHE:
+                self._logits.pop(next(iter(self._logits)))
+        stacked = torch.stack([self._logits[p] for p in prompts])
+        return [str(i) for i in self._draw(stacked, sampling, self._generators(seeds))]
 
     def _generate(self, prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int]) -> list[str]:
         import torch

@@ -5,7 +5,8 @@ Stage 1, mining (``mine: true``, the default): each training source is mined wit
 :func:`methods.mining.rows.mine_rows` -- candidates from ``retrievers`` (fused by ``fusion``) over
 the source's own passages or the BEIR ``corpus`` given for it, selection by ``strategy`` with its
 parameter, the LLM false-negative ``judge`` (``filter_mode``; ``judge_rows`` judges only a seeded
-subset of rows, to bound the calls at small scales) and negative ``generate``-ion.  The mined rows
+subset of rows and ``judge_depth`` only their first candidates, to bound the calls at small scales)
+and negative ``generate``-ion.  The mined rows
 are a dependency keyed by content (the source's fingerprint and the mining settings), stored under
 ``cells/mined/<key>/`` of a suite (else ``<cache root>/mined/<key>/``) with their provenance and
 reports: variants that mine alike share them, and a killed mining run resumes.  With ``truth``
@@ -50,7 +51,7 @@ log = logging.getLogger(__name__)
 BATCHES = ("sampler", "language_topic")
 MINING_OPTIONS = ("retrievers", "fusion", "depth", "corpus", "strategy", "k", "shift", "window", "threshold",
                   "margin", "percent", "pos_agg", "mining_seed", "judge", "filter_mode", "judge_mode", "judge_rows",
-                  "judge_batch_size", "judge_max_tokens", "generate", "generate_max_tokens")
+                  "judge_depth", "judge_batch_size", "judge_max_tokens", "generate", "generate_max_tokens")
 
 
 def _judge_subset(n: int, size: int | None, seed: int) -> frozenset[int] | None:
@@ -105,7 +106,8 @@ class Mined(Method):
         "mine": True, "retrievers": ["minilm"], "fusion": "mean", "depth": 40, "corpus": None,
         "strategy": "perc_pos", "k": 30, "shift": 10, "window": None, "threshold": 0.6, "margin": 0.15,
         "percent": 0.9, "pos_agg": "min", "mining_seed": 0,
-        "judge": "none", "filter_mode": "keep_zero", "judge_mode": None, "judge_rows": None, "judge_batch_size": 16,
+        "judge": "none", "filter_mode": "keep_zero", "judge_mode": None, "judge_rows": None, "judge_depth": None,
+        "judge_batch_size": 16,
         "judge_max_tokens": None, "generate": "none", "generate_max_tokens": 64, "truth": None,
         "batches": "sampler", "languages": "source", "topics": "kmeans", "n_topics": 12, "topic_threshold": 0.5,
         "topic_model": None, "weights": "none", "language_weight": 0.45, "topic_weight": 0.4,
@@ -195,7 +197,8 @@ class Mined(Method):
         flt = None
         if judge is not None:
             flt = JudgeFilter(judge, opts["filter_mode"], VoteCache(cache), batch_size=opts["judge_batch_size"],
-                              only_rows=_judge_subset(len(src.rows), opts["judge_rows"], opts["mining_seed"]))
+                              only_rows=_judge_subset(len(src.rows), opts["judge_rows"], opts["mining_seed"]),
+                              depth=opts["judge_depth"])
         generation = None
         if opts["generate"] != "none":
             generation = Generation(make_generator(opts["generate"], max_new_tokens=opts["generate_max_tokens"],
