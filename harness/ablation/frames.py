@@ -4,10 +4,12 @@ Aggregate rows (``per_query=False``), one per (variant, benchmark or aggregate, 
 
     variant, label, benchmark, kind, metric, value, n_queries, delta, ci_low, ci_high, p, p_adjusted, significant
 
-``value`` is the stored score (``metrics.json``; for an aggregate, the mean the suite's comparison
-reports), ``delta`` the difference to the baseline's value, and ``ci_low``/``ci_high``/``p``/
-``p_adjusted``/``significant`` the suite's comparison from ``comparisons.json`` (the numbers behind
-``table.md``'s cells; empty for the baseline and for metrics the suite did not compare).
+Rows are the suite's systems (``variant`` is the system id: a declared variant, or one point of its
+sweep); a system with seed replicates is their per-query mean, as the tables compare it.  ``value`` is
+the stored score (``metrics.json``; for an aggregate, the mean the suite's comparison reports),
+``delta`` the difference to the baseline's value, and ``ci_low``/``ci_high``/``p``/``p_adjusted``/
+``significant`` the suite's comparison from ``comparisons.json`` (the numbers behind ``table.md``'s
+cells; empty for the baseline and for metrics the suite did not compare).
 
 Per-query rows (``per_query=True``), one per (variant, benchmark, query, metric)::
 
@@ -23,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.ablation.layout import read_summary, result_dir
+from harness.ablation.axes import FinishedSuite, baseline_system, suite_systems
 from harness.ablation.paths import report_dir
 from harness.ablation.spec import AblationSuite, load_suite
 from harness.errors import InputError
 from harness.io.readers import read_json_object
-from harness.store import StoredResult, load_result
+from harness.results import EvaluationResult
+from harness.store import StoredResult
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,18 +58,19 @@ def suite_frame(suite: AblationSuite | str | Path, scale: str = "tiny", results_
 
     if not isinstance(suite, AblationSuite):
         suite = load_suite(suite)
-    summary = read_summary(suite, scale, results_root)
+    finished = FinishedSuite(suite, scale, results_root)       # refuses an unfinished suite, naming the command
     cfg = suite.scale(scale)
-    ordered = [suite.variant(suite.baseline)] + [v for v in suite.variants if v.id != suite.baseline]
-    stored: dict[tuple[str, str], StoredResult] = {
-        (v.id, b.id): load_result(result_dir(suite, scale, results_root, summary, v.id, b.id))
-        for v in ordered for b in cfg.benchmarks}
-    base = suite.baseline
+    base_system = baseline_system(suite)
+    ordered = [base_system] + [s for s in suite_systems(suite) if s.id != base_system.id]
+    # a system's result: its run, or the per-query mean over its seed replicates (what the tables compare)
+    stored: dict[tuple[str, str], EvaluationResult] = {
+        (v.id, b.id): _evaluation(finished.evaluation(v, b.id)) for v in ordered for b in cfg.benchmarks}
+    base = base_system.id
     if per_query:
         frames = []
         for v in ordered:
             for b in cfg.benchmarks:
-                ev, ref = stored[(v.id, b.id)].evaluation, stored[(base, b.id)].evaluation
+                ev, ref = stored[(v.id, b.id)], stored[(base, b.id)]
                 frame = ev.to_frame(per_query=True)
                 deltas = []
                 for metric in ev.per_query:
@@ -98,7 +102,7 @@ def suite_frame(suite: AblationSuite | str | Path, scale: str = "tiny", results_
 
     for v in ordered:
         for b in cfg.benchmarks:
-            result, ref = stored[(v.id, b.id)].evaluation, stored[(base, b.id)].evaluation
+            result, ref = stored[(v.id, b.id)], stored[(base, b.id)]
             for metric, value in result.aggregate.items():
                 c = by_key.get((v.label, bench_labels[b.id], metric)) if v.id != base else None
                 delta = value - ref.aggregate[metric] if v.id != base and metric in ref.aggregate else np.nan
@@ -118,6 +122,10 @@ def suite_frame(suite: AblationSuite | str | Path, scale: str = "tiny", results_
     frame = pd.DataFrame(rows, columns=AGGREGATE_COLUMNS)
     frame["significant"] = frame["significant"].astype("boolean")
     return frame
+
+
+def _evaluation(value: StoredResult | EvaluationResult) -> EvaluationResult:
+    return value.evaluation if isinstance(value, StoredResult) else value
 
 
 def _num(value: Any) -> float:

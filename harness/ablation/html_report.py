@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.ablation.axes import baseline_system, replicates, suite_systems
 from harness.ablation.cells import eval_key
 from harness.ablation.paths import cell_result_dir, eval_cell_dir, report_dir
 from harness.ablation.spec import AblationSuite
@@ -63,40 +64,39 @@ def _texts(loaded: LoadedBenchmark) -> BenchmarkTexts:
 
 def suite_inputs(suite: AblationSuite, scale: str, results_root: str | Path, loader: Loader | None = None,
                  generated_by: str = "") -> SuiteInputs:
-    """Locate every file of the finished suite the report reads; a missing cell is a ConfigError naming
-    it and the command that (re)creates it."""
-    from reports.html import BenchmarkInfo, SuiteInputs, SystemInfo
+    """Locate every file of the finished suite the report reads: each system's replicate results
+    (``results/<replicate>/<benchmark>``), the evaluation cells holding their runs, checkpoint cells,
+    and the suite's PNG plots.  A missing result is a ConfigError naming it and the command that makes it."""
+    from reports.html import BenchmarkInfo, CellSource, SuiteInputs, SystemInfo
 
     cfg = suite.scale(scale)
     folder = report_dir(results_root, suite.name, scale)
     if not (folder / "comparisons.json").exists():
         raise ConfigError(f"{folder}: suite {suite.name!r} has no finished tables at scale {scale!r} "
                           f"(run: {suite_command(suite, scale, results_root)})")
-    ordered = [suite.variant(suite.baseline)] + [v for v in suite.variants if v.id != suite.baseline]
-    systems = [SystemInfo(v.id, v.label, v.method, suite_command(suite, scale, results_root, "--only", v.id))
-               for v in ordered]
+    base = baseline_system(suite)
+    ordered = [base] + [s for s in suite_systems(suite) if s.id != base.id]
+    systems = [SystemInfo(s.id, s.label, s.variant.method, suite_command(suite, scale, results_root, "--only", s.id))
+               for s in ordered]
     benchmarks = [BenchmarkInfo(b.id, b.label, b.suite) for b in cfg.benchmarks]
-    result_dirs: dict[tuple[str, str], Path] = {}
+    result_dirs: dict[tuple[str, str], list[Path]] = {}
     run_files: dict[tuple[str, str], Path | None] = {}
-    cell_dirs: dict[tuple[str, str], str] = {}
-    for v in ordered:
+    cells: list[CellSource] = []
+    for system, info in zip(ordered, systems):
         for b in cfg.benchmarks:
-            path = cell_result_dir(folder, v.id, b.id)
-            if not is_result_dir(path):
-                raise ConfigError(f"{path}: no stored result for {v.id} on {b.id} (rerun: "
-                                  f"{suite_command(suite, scale, results_root)}; finished cells are reused)")
-            result_dirs[(v.id, b.id)] = path
-            stored = load_result(path)
-            cell = stored.manifest.get("cell") or {}
-            train_key = cell.get("train_key")
-            run_files[(v.id, b.id)] = None
-            if isinstance(train_key, str):
-                source = eval_cell_dir(results_root, eval_key(train_key, b.suite, stored.card.fingerprint()))
-                # the evaluation cell this result was linked from (same manifest), which keeps the run
-                if (source / RUN_FILE).exists() and is_result_dir(source) and \
-                        load_result(source).manifest.get("created") == stored.manifest.get("created"):
-                    run_files[(v.id, b.id)] = source / RUN_FILE
-                    cell_dirs[(v.id, b.id)] = str(source)
+            for replicate in replicates(suite, system, scale):
+                for step in [None, *_checkpoint_steps(folder, replicate.id)]:
+                    cell_id = replicate.id if step is None else f"{replicate.id}@step={step}"
+                    path = cell_result_dir(folder, cell_id, b.id)
+                    if not is_result_dir(path):
+                        raise ConfigError(f"{path}: no stored result for {cell_id} on {b.id} (rerun: "
+                                          f"{suite_command(suite, scale, results_root)}; finished cells are reused)")
+                    run, cell_dir = _run_file(results_root, path, b.suite)
+                    label = replicate.label if step is None else f"{replicate.label} @ step {step}"
+                    cells.append(CellSource(label, b.label, info.command, path, cell_dir))
+                    if step is None:
+                        result_dirs.setdefault((system.id, b.id), []).append(path)
+                        run_files.setdefault((system.id, b.id), run)
     plots = sorted(p for p in folder.rglob("*.png")
                    if p.relative_to(folder).parts[0] not in ("results", HTML_DIR) and not p.name.startswith("."))
 
@@ -105,8 +105,30 @@ def suite_inputs(suite: AblationSuite, scale: str, results_root: str | Path, loa
         def texts(bench: str, load: Loader = loader) -> BenchmarkTexts:
             return _texts(load(bench))
 
-    return SuiteInputs(suite.name, scale, folder, systems, benchmarks, result_dirs, run_files, cell_dirs, texts,
+    return SuiteInputs(suite.name, scale, folder, systems, benchmarks, result_dirs, run_files, cells, texts,
                        plots, " ".join(suite.description.split()), generated_by)
+
+
+def _checkpoint_steps(folder: Path, replicate_id: str) -> list[int]:
+    """The steps of a replicate's evaluated checkpoints (``results/<replicate>@step=<n>/``), ascending."""
+    prefix = f"{replicate_id}@step="
+    results = folder / "results"
+    names = [p.name for p in results.iterdir() if p.name.startswith(prefix)] if results.is_dir() else []
+    return sorted(int(n[len(prefix):]) for n in names if n[len(prefix):].isdigit())
+
+
+def _run_file(results_root: str | Path, result: Path, benchmark_suite: str) -> tuple[Path | None, str]:
+    """The run of a linked result: its evaluation cell (same manifest) keeps ``run.trec.gz``."""
+    stored = load_result(result)
+    train_key = (stored.manifest.get("cell") or {}).get("train_key")
+    if not isinstance(train_key, str):
+        return None, ""
+    step = (stored.manifest.get("cell") or {}).get("step")
+    source = eval_cell_dir(results_root, eval_key(train_key, benchmark_suite, stored.card.fingerprint(), step))
+    if (source / RUN_FILE).exists() and is_result_dir(source) and \
+            load_result(source).manifest.get("created") == stored.manifest.get("created"):
+        return source / RUN_FILE, str(source)
+    return None, ""
 
 
 def write_suite_html(suite: AblationSuite, scale: str, results_root: str | Path, loader: Loader | None = None,

@@ -8,8 +8,8 @@ query and the top documents, the cards, the command of each cell) plus ``assets/
 The application layer (``harness.ablation.html_report``) fills :class:`SuiteInputs`.
 """
 from reports.html.build import build_report
-from reports.html.model import BenchmarkInfo, BenchmarkTexts, HtmlReport, SuiteInputs, SystemInfo
+from reports.html.model import BenchmarkInfo, BenchmarkTexts, CellSource, HtmlReport, SuiteInputs, SystemInfo
 from reports.html.render import is_report_dir, render_html, write_html
 
-__all__ = ["BenchmarkInfo", "BenchmarkTexts", "HtmlReport", "SuiteInputs", "SystemInfo", "build_report",
+__all__ = ["BenchmarkInfo", "BenchmarkTexts", "CellSource", "HtmlReport", "SuiteInputs", "SystemInfo", "build_report",
            "is_report_dir", "render_html", "write_html"]

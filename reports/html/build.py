@@ -18,7 +18,9 @@ import numpy as np
 
 from harness.errors import InputError
 from harness.io.readers import read_json_object
-from harness.store import StoredResult, load_result
+from harness.results import EvaluationResult
+from harness.stats.replicates import average_replicates
+from harness.store import load_result
 from reports.comparison import GAIN_MARK, LOSS_MARK, metric_label
 from reports.html.model import (
     BenchmarkTexts,
@@ -120,7 +122,7 @@ def _slug(text: str) -> str:
 
 
 def result_tables(data: Mapping[str, Any], languages: Mapping[str, str] | None = None,
-                  results: Mapping[tuple[str, str], StoredResult] | None = None) -> list[ResultTable]:
+                  results: Mapping[tuple[str, str], EvaluationResult] | None = None) -> list[ResultTable]:
     """The overview table (as ``table.md``), one detailed table per benchmark and aggregate, and a
     per-language table when the benchmarks' cards name two or more languages."""
     metrics = list(data["metrics"])
@@ -141,7 +143,7 @@ def result_tables(data: Mapping[str, Any], languages: Mapping[str, str] | None =
 
 
 def _language_table(data: Mapping[str, Any], languages: Mapping[str, str],
-                    results: Mapping[tuple[str, str], StoredResult]) -> ResultTable:
+                    results: Mapping[tuple[str, str], EvaluationResult]) -> ResultTable:
     """Rows systems, columns (language, metric): a language with one benchmark shows that benchmark's
     comparison (marker, CI); one with several shows the macro mean of their stored scores and its delta."""
     alpha = float(data.get("alpha", 0.05))
@@ -167,8 +169,8 @@ def _language_table(data: Mapping[str, Any], languages: Mapping[str, str],
             pooled.append(lang)
             means = {}
             for s in data["systems"]:
-                values = [results[(s, b)].evaluation.aggregate[metric] for b in benches
-                          if (s, b) in results and metric in results[(s, b)].evaluation.aggregate]
+                values = [results[(s, b)].aggregate[metric] for b in benches
+                          if (s, b) in results and metric in results[(s, b)].aggregate]
                 if len(values) == len(benches):
                     means[s] = float(np.mean(values))
             for s, mean in means.items():
@@ -212,7 +214,7 @@ def _cut(text: str) -> str:
 
 
 def per_query_groups(inputs: SuiteInputs, data: Mapping[str, Any],
-                     results: Mapping[tuple[str, str], StoredResult], metrics: Sequence[str],
+                     results: Mapping[tuple[str, str], EvaluationResult], metrics: Sequence[str],
                      warnings: list[str]) -> list[PerQueryGroup]:
     """For every non-baseline system, benchmark and metric: the largest wins and losses over the baseline."""
     base = inputs.systems[0]
@@ -221,7 +223,7 @@ def per_query_groups(inputs: SuiteInputs, data: Mapping[str, Any],
         plan: list[tuple[SystemInfo, str, list[tuple[str, float, float]], list[tuple[str, float, float]],
                          tuple[int, int, int]]] = []     # what is shown, before any text is read
         for system in inputs.systems[1:]:
-            a, b = results[(base.id, bench.id)].evaluation, results[(system.id, bench.id)].evaluation
+            a, b = results[(base.id, bench.id)], results[(system.id, bench.id)]
             for metric in metrics:
                 if metric not in a.per_query or metric not in b.per_query:
                     continue
@@ -245,6 +247,8 @@ def per_query_groups(inputs: SuiteInputs, data: Mapping[str, Any],
             if sid not in runs:
                 runs[sid] = _run_groups(inputs.run_files.get((sid, bench.id)), shown)
         missing_runs = sorted(s for s, r in runs.items() if r is None)
+        replicated = sorted(s.label for s in inputs.systems
+                            if len(inputs.result_dirs.get((s.id, bench.id), [])) > 1)
         doc_ids = {d for r in runs.values() if r for q in shown for d, _ in _top_docs(r, q)}
         documents = texts.documents(doc_ids) if texts else {}
         queries = texts.queries if texts else {}
@@ -255,6 +259,10 @@ def per_query_groups(inputs: SuiteInputs, data: Mapping[str, Any],
             if missing_runs:
                 group_note = (group_note + " " if group_note else "") + \
                     f"No stored run for {', '.join(missing_runs)}: retrieved documents not shown."
+            if replicated:
+                group_note = (group_note + " " if group_note else "") + \
+                    f"{', '.join(replicated)}: per-query values are means over seed replicates; documents are " \
+                    "those of the first replicate's run."
             shown_texts = (queries, documents, qrels)
             groups.append(PerQueryGroup(
                 f"pq-{_slug(system.id)}-{_slug(bench.id)}-{_slug(metric)}", system.label, bench.label, metric,
@@ -292,15 +300,12 @@ def _texts(inputs: SuiteInputs, bench: str, warnings: list[str]) -> tuple[Benchm
 
 
 # ---------------------------------------------------------------------------------------------- the report
-def _cells(inputs: SuiteInputs, results: Mapping[tuple[str, str], StoredResult]) -> list[CellInfo]:
+def _cells(inputs: SuiteInputs) -> list[CellInfo]:
     out = []
-    for system in inputs.systems:
-        for bench in inputs.benchmarks:
-            stored = results[(system.id, bench.id)]
-            m = stored.manifest
-            out.append(CellInfo(system.label, bench.label, system.command, str(stored.path),
-                                inputs.cell_dirs.get((system.id, bench.id), ""), str(m.get("created", "")),
-                                str(m.get("git_commit") or ""), len(stored.evaluation.query_ids)))
+    for cell in inputs.cells:
+        m = read_json_object(cell.result_dir / "manifest.json", "result manifest")
+        out.append(CellInfo(cell.system, cell.benchmark, cell.command, str(cell.result_dir), cell.cell_dir,
+                            str(m.get("created", "")), str(m.get("git_commit") or ""), int(m.get("num_queries", 0))))
     return out
 
 
@@ -329,11 +334,13 @@ def build_report(inputs: SuiteInputs, per_query_metrics: Sequence[str] | None = 
         raise InputError(inputs.report_dir / COMPARISONS_FILE,
                          f"systems {data['systems']} do not match the suite's variants "
                          f"{[s.label for s in inputs.systems]}; rerun the suite to rewrite its tables")
-    results = {key: load_result(path) for key, path in inputs.result_dirs.items()}
+    stored = {key: [load_result(path) for path in paths] for key, paths in inputs.result_dirs.items()}
+    results = {key: runs[0].evaluation if len(runs) == 1 else average_replicates(runs, what=f"{key[0]} on {key[1]}")
+               for key, runs in stored.items()}
     cards: dict[str, dict[str, Any]] = {}
     languages: dict[str, str] = {}
     for bench in inputs.benchmarks:
-        card = results[(inputs.systems[0].id, bench.id)].card.to_dict()
+        card = stored[(inputs.systems[0].id, bench.id)][0].card.to_dict()
         cards[bench.label] = card
         lang = (card.get("extra") or {}).get("language")
         if isinstance(lang, str) and lang:
@@ -351,7 +358,7 @@ def build_report(inputs: SuiteInputs, per_query_metrics: Sequence[str] | None = 
         systems=list(data["systems"]), metrics=list(data["metrics"]),
         tables=result_tables(data, languages, by_label_results),
         per_query=per_query_groups(inputs, data, results, metrics, warnings),
-        cards=cards, cells=_cells(inputs, results), plots=plots,
+        cards=cards, cells=_cells(inputs), plots=plots,
         notes=[f"Suite version {summary.get('version', '?')}; test {data.get('test')}, correction "
                f"{data.get('correction')}, alpha {data.get('alpha')}."],
         generated_by=inputs.generated_by, warnings=warnings,

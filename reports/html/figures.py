@@ -6,14 +6,14 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from harness.store import StoredResult
+from harness.results import EvaluationResult
 from reports.comparison import metric_label
 from reports.html.model import Plot, SystemInfo
 from reports.plots import per_query_difference_figure, per_query_differences
 
 
 def difference_plots(systems: Sequence[SystemInfo], benchmarks: Sequence[str], metric: str,
-                     results: Mapping[tuple[str, str], StoredResult]) -> list[Plot]:
+                     results: Mapping[tuple[str, str], EvaluationResult]) -> list[Plot]:
     """One PNG per non-baseline system: its per-query ``metric`` differences to the baseline, pooled over
     ``benchmarks`` (histogram and sorted bars, mean with a Student-t 95% interval)."""
     base = systems[0]
@@ -21,7 +21,7 @@ def difference_plots(systems: Sequence[SystemInfo], benchmarks: Sequence[str], m
     for system in systems[1:]:
         parts = []
         for bench in benchmarks:
-            a, b = results[(base.id, bench)].evaluation, results[(system.id, bench)].evaluation
+            a, b = results[(base.id, bench)], results[(system.id, bench)]
             if metric in a.per_query and metric in b.per_query:
                 parts.append(per_query_differences(a, b, metric)[1])
         d = np.concatenate(parts) if parts else np.zeros(0)

@@ -39,6 +39,17 @@ class BenchmarkTexts:
     qrels: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class CellSource:
+    """One evaluated model on one benchmark (a replicate or a checkpoint too), for the cells table."""
+
+    system: str                                        # as shown, e.g. "tDRO [seed 2]" or "tDRO @ step 100"
+    benchmark: str
+    command: str
+    result_dir: Path
+    cell_dir: str = ""                                 # the content-keyed cell folders behind it
+
+
 @dataclass
 class SuiteInputs:
     """Everything the report reads, located by the caller."""
@@ -48,9 +59,10 @@ class SuiteInputs:
     report_dir: Path                                   # comparisons.json and summary.json
     systems: list[SystemInfo]                          # baseline first
     benchmarks: list[BenchmarkInfo]
-    result_dirs: dict[tuple[str, str], Path]           # (system id, benchmark id) -> stored result
-    run_files: dict[tuple[str, str], Path | None] = field(default_factory=dict)
-    cell_dirs: dict[tuple[str, str], str] = field(default_factory=dict)   # shown with each cell's command
+    # (system id, benchmark id) -> its stored results: one, or one per seed replicate (averaged per query)
+    result_dirs: dict[tuple[str, str], list[Path]]
+    run_files: dict[tuple[str, str], Path | None] = field(default_factory=dict)   # the (first) replicate's run
+    cells: list[CellSource] = field(default_factory=list)
     texts: Callable[[str], BenchmarkTexts] | None = None                  # benchmark id -> texts
     plots: list[Path] = field(default_factory=list)    # PNG files of the suite (copied into the report)
     description: str = ""

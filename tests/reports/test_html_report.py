@@ -126,8 +126,8 @@ def test_per_query_view_reads_the_stored_results_and_runs(finished):
     report = build_report(inputs, difference_figures=False)
     assert len(report.per_query) == 2 * 2          # 2 systems x 2 benchmarks x 1 metric
     group = next(g for g in report.per_query if g.system.startswith("BM25") and g.benchmark == "latin_qa")
-    base = load_result(inputs.result_dirs[("tiny-bert", "latin_qa")]).evaluation.metric("ndcg@10")
-    bm25 = load_result(inputs.result_dirs[("bm25", "latin_qa")]).evaluation.metric("ndcg@10")
+    base = load_result(inputs.result_dirs[("tiny-bert", "latin_qa")][0]).evaluation.metric("ndcg@10")
+    bm25 = load_result(inputs.result_dirs[("bm25", "latin_qa")][0]).evaluation.metric("ndcg@10")
     deltas = {q: bm25[q] - base[q] for q in base}
     wins = sorted((q for q in deltas if deltas[q] > 0), key=lambda q: (-deltas[q], q))[:5]
     losses = sorted((q for q in deltas if deltas[q] < 0), key=lambda q: (deltas[q], q))[:5]
