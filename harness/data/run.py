@@ -107,9 +107,20 @@ class Run(QueryGrouped):
         """Build a run from dictionary-encoded ids (``queries`` with a sorted vocabulary, so its codes
         keep string order): the checks and the trec_eval order work on integer codes, and no id
         string is built per row."""
+        return cls._from_parts([queries, docs, scores], name, source)
+
+    @classmethod
+    def _from_parts(cls, parts: list, name: str, source: str | None) -> Run:
+        """:meth:`from_columns` taking ``[queries, docs, scores]`` out of ``parts`` (which it empties), so
+        that each column is freed as soon as its reordered copy exists (a 50M-row run holds one
+        reordered column at a time, not a second copy of all three)."""
+        queries, docs, scores = parts
+        parts.clear()
         s = np.asarray(scores, dtype=np.float64).reshape(-1)
+        del scores
         qcode, dcode = queries.row_codes(), docs.row_codes()
         docs = docs.encoded()
+        qvocab, dvocab, dsorted, darrow = queries.vocab, docs.vocab, docs.sorted, docs._arrow
         if not queries.sorted:
             raise ValueError("from_columns needs the query vocabulary in sorted order")
         if not (len(qcode) == len(dcode) == len(s)):
@@ -118,13 +129,15 @@ class Run(QueryGrouped):
             i = int(np.flatnonzero(~np.isfinite(s))[0])
             raise InputError(source, f"score of query {str(queries.vocab[qcode[i]])!r} document "
                                      f"{str(docs.vocab[dcode[i]])!r} is not finite ({s[i]})")
-        order = _trec_order(qcode, s, lambda rows: docs.vocab[dcode[rows]])
+        del queries, docs
+        order = _trec_order(qcode, s, lambda rows: dvocab[dcode[rows]])
         if order is not None:
-            qcode, dcode, s = qcode[order], dcode[order], s[order]
+            s = s[order]
+            qcode = qcode[order]
+            dcode = dcode[order]
         del order
-        _check_unique_codes(qcode, dcode, queries.vocab, docs.vocab, source)
-        return cls(IdColumn(queries.vocab, qcode, True), IdColumn(docs.vocab, dcode, docs.sorted, docs._arrow),
-                   s, name, source)
+        _check_unique_codes(qcode, dcode, qvocab, dvocab, source)
+        return cls(IdColumn(qvocab, qcode, True), IdColumn(dvocab, dcode, dsorted, darrow), s, name, source)
 
     @classmethod
     def from_codes(cls, query_uniques: np.ndarray, query_codes: np.ndarray, doc_uniques: np.ndarray,
@@ -173,6 +186,9 @@ class Run(QueryGrouped):
         return self._take(~self.self_hits())
 
 
+_BLOCK_ROWS = 1 << 22
+
+
 def _trec_order(qcode: np.ndarray, scores: np.ndarray,
                 doc_ids: Callable[[np.ndarray], np.ndarray]) -> np.ndarray | None:
     """Row order: query, then score descending, then doc id descending (trec_eval); None when the
@@ -187,10 +203,12 @@ def _trec_order(qcode: np.ndarray, scores: np.ndarray,
         order = np.lexsort((-scores, qcode))
     if isinstance(order, str):              # already in order: no gathered copies
         tied_next = (qcode[1:] == qcode[:-1]) & (scores[1:] == scores[:-1])
-    else:
-        qs, ss = qcode[order], scores[order]
-        tied_next = (qs[1:] == qs[:-1]) & (ss[1:] == ss[:-1])
-        del qs, ss
+    else:                                   # a block at a time: no full gathered copies
+        tied_next = np.empty(max(len(order) - 1, 0), dtype=bool)
+        for a in range(0, len(tied_next), _BLOCK_ROWS):
+            rows = order[a:a + _BLOCK_ROWS + 1]
+            qs, ss = qcode[rows], scores[rows]
+            tied_next[a:a + len(rows) - 1] = (qs[1:] == qs[:-1]) & (ss[1:] == ss[:-1])
     if not tied_next.any():
         return None if isinstance(order, str) else order
     if isinstance(order, str):
@@ -287,9 +305,11 @@ def read_run(path: str | Path, name: str | None = None) -> Run:
 
     columns = read_run_columns(path)
     if columns is not None:
+        parts = [columns.queries, columns.docs, columns.scores]
+        run_name = name or columns.last_tag or path.stem
+        del columns
         try:
-            return Run.from_columns(columns.queries, columns.docs, columns.scores,
-                                    name=name or columns.last_tag or path.stem, source=str(path))
+            return Run._from_parts(parts, run_name, str(path))
         except InputError:
             pass                            # the line-by-line reader names the line
     return read_run_lines(path, name)
