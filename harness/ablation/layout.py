@@ -47,7 +47,6 @@ from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError, InputError
 from harness.io.readers import read_json_object
 from harness.registry import Registry
-from harness.store import load_result
 
 
 class LayoutKind:
@@ -225,42 +224,42 @@ def result_dir(suite: AblationSuite, scale: str, results_root: str | Path, summa
 # ---------------------------------------------------------------------------------------------- rendering
 def results_table(suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout):
     """The :class:`reports.table.Table` of a results layout (comparisons recomputed for its cells)."""
+    from harness.ablation.axes import FinishedSuite, baseline_system, bold_by_value, expand_rows, value_cell
     from harness.stats.compare import TEST_NAMES
     from harness.stats.correction import CORRECTION_NAMES
+    from harness.stats.replicates import REPLICATE_TEST_NOTE
     from harness.stats.suite import ComparisonReport, apply_correction, compare_suite
     from reports.comparison import GAIN_MARK, LOSS_MARK, metric_label
     from reports.table import Cell, Column, Row, Table
 
     cfg = suite.scale(scale)
-    summary = read_summary(suite, scale, results_root)
-    labels = {v.id: v.label for v in suite.variants}
+    finished = FinishedSuite(suite, scale, results_root)
     bench_labels = {b.id: b.label for b in cfg.benchmarks}
-    baseline = suite.baseline
-    shown = [v for g in layout.rows for v in g.variants]
+    # rows are systems: a variant, each point of a swept variant; a system with seeds is their per-query mean
+    row_groups = [(g.group, expand_rows(suite, g.variants)) for g in layout.rows]
+    base = baseline_system(suite)
+    by_id = {s.id: s for _, group in row_groups for s in group}
+    by_id.setdefault(base.id, base)
+    labels = {sid: system.label for sid, system in by_id.items()}
+    baseline = base.id
+    shown = [s.id for _, group in row_groups for s in group]
     systems = [baseline] + [v for v in dict.fromkeys(shown) if v != baseline]
     stats = dict(suite.stats)
     options = suite.stats_options()
     alpha = float(stats.get("alpha", 0.05))
     aggregate_method = stats.get("aggregate", "pooled")
-    cache: dict[tuple[str, str], Any] = {}
-
-    def stored(variant: str, bench: str):
-        if (variant, bench) not in cache:
-            cache[(variant, bench)] = load_result(result_dir(suite, scale, results_root, summary, variant, bench))
-        return cache[(variant, bench)]
 
     comparisons, keys = [], []
     for col in layout.columns:
-        members = cfg.aggregates.get(col.benchmark)
-        if members is None and col.benchmark not in bench_labels:
+        if col.benchmark not in cfg.aggregates and col.benchmark not in bench_labels:
             raise ConfigError(f"layout {layout.name!r}: {col.benchmark!r} is neither a benchmark nor an aggregate "
                               f"of scale {scale!r}")
-        benches = members or [col.benchmark]
-        results = {bench_labels[b]: {labels[v]: stored(v, b) for v in systems} for b in benches}
-        aggregates = {col.benchmark: [bench_labels[b] for b in benches]} if members else None
+        benches, nested = finished.columns(col.benchmark)
+        results = {bench_labels[b]: {labels[v]: finished.evaluation(by_id[v], b) for v in systems} for b in benches}
+        aggregates = {name: [bench_labels.get(m, m) for m in members] for name, members in nested.items()} or None
         report = compare_suite(results, [col.metric], baseline=labels[baseline], aggregates=aggregates,
                                aggregate_method=aggregate_method, options=options, correction="none", alpha=alpha)
-        dataset = col.benchmark if members else bench_labels[col.benchmark]
+        dataset = col.benchmark if nested else bench_labels[col.benchmark]
         for c in report.comparisons:
             if c.dataset == dataset:
                 comparisons.append(c)
@@ -281,13 +280,27 @@ def results_table(suite: AblationSuite, scale: str, results_root: str | Path, la
             marks = (GAIN_MARK,) if c.delta > 0 else (LOSS_MARK,) if c.delta < 0 else ()
         cells[by_label[c.system]][key] = Cell(c.mean, delta=c.delta, marks=marks)
         cells[baseline].setdefault(key, Cell(c.mean_base))
+    replicated = [s for s in systems if len(finished.runs(by_id[s], cfg.benchmarks[0].id)) > 1]
+    means: dict[tuple[int, str], float] = {}
     rows = []
-    for group in layout.rows:
-        for v in group.variants:
+    for group, group_systems in [*row_groups]:
+        for system in group_systems:
+            v = system.id
             kind = "baseline" if v == baseline else "data"
-            rows.append(Row(labels[v], cells[v], group=group.group if kind == "data" else None, kind=kind))
+            rows.append(Row(labels[v], cells[v], group=group if kind == "data" else None, kind=kind))
     if not any(r.kind == "baseline" for r in rows):
         rows.insert(0, Row(labels[baseline], cells[baseline], kind="baseline"))
+    if replicated:       # mean ± sd over the seeds where a row has replicates
+        for i, row in enumerate(rows):
+            system = by_id[by_label[row.label]]
+            for col in layout.columns:
+                key = f"{col.benchmark}/{col.metric}"
+                cell = row.cells.get(key)
+                if cell is None:
+                    continue
+                mean, sd, _values = finished.value(system, col.benchmark, col.metric)
+                means[(i, key)] = mean
+                row.cells[key] = value_cell(mean, sd, 100.0, layout.decimals or 1, delta=cell.delta, marks=cell.marks)
     detail = (f"{CORRECTION_NAMES[correction]}-adjusted p over the {len(comparisons)} comparisons of this table"
               if correction != "none" else "unadjusted p")
     detail += f" < {alpha:g}, {TEST_NAMES[options.test]}"
@@ -296,8 +309,11 @@ def results_table(suite: AblationSuite, scale: str, results_root: str | Path, la
         legend[LOSS_MARK] = f"significantly worse than {labels[baseline]} ({detail})"
     caption = layout.caption or f"Suite '{suite.name}' ({scale}), layout {layout.name}"
     notes = [f"Scale {scale}; results of {Path(results_root) / 'suites' / suite.name / scale}.", *report.describe()]
-    return Table(columns=columns, rows=rows, caption=caption, label=f"tab:{suite.name}-{layout.name}-{scale}",
-                 legend=legend, notes=notes, decimals=layout.decimals or 1, scale=100.0, row_header="Variant")
+    if replicated:
+        notes.append(REPLICATE_TEST_NOTE)
+    table = Table(columns=columns, rows=rows, caption=caption, label=f"tab:{suite.name}-{layout.name}-{scale}",
+                  legend=legend, notes=notes, decimals=layout.decimals or 1, scale=100.0, row_header="Variant")
+    return bold_by_value(table, means) if replicated else table
 
 
 def suite_weights(suite: AblationSuite, scale: str, results_root: str | Path,

@@ -181,3 +181,16 @@ def test_layout_options_are_checked():
     with pytest.raises(ConfigError, match="unknown benchmark"):
         load_layout(_suite({"b": {"kind": "breakdown", "columns": ["u"], "options": {"groups": {"x": ["four"]}}}}),
                     "tiny", "b")
+
+
+def test_results_layout_rows_expand_to_sweep_points_with_mean_sd(tmp_path):
+    root = _finished(tmp_path)
+    layout = {"rows": ["u", "bm25"], "columns": [{"benchmark": "All", "metric": "ndcg@10"}]}
+    table = render_layout(_suite({"r": layout}), "tiny", root, "r")
+    assert [(r.label, r.kind) for r in table.rows] == [("U (lr=0.1)", "baseline"), ("U (lr=0.2)", "data"),
+                                                       ("BM25", "data")]
+    values = [_value(f"u@lr=0.2@seed={s}", "All") for s in (1, 2)]
+    cell = table.rows[1].cells["All/ndcg@10"]
+    assert cell.value == _text(np.mean(values), np.std(values, ddof=1)) and cell.marks == ("†",)
+    assert table.rows[2].cells["All/ndcg@10"].value == pytest.approx(0.3)     # BM25: one run, a number
+    assert cell.bold and "averaged over the seeds" in render_markdown(table)
