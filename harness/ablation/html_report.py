@@ -157,8 +157,10 @@ def write_runner_html(runner: SuiteRun) -> Path | None:
     """The runner's hook: write the report; a failure is logged as an error naming the cause and the command
     that retries it, and the run's tables (already written) stand."""
     try:
-        return write_suite_html(runner.suite, runner.scale, runner.root, runner.benchmark,
-                                suite_command(runner.suite, runner.scale, runner.root))
+        index = write_suite_html(runner.suite, runner.scale, runner.root, runner.benchmark,
+                                 suite_command(runner.suite, runner.scale, runner.root))
+        log.info("HTML report: %s", index)
+        return index
     except Exception as exc:  # noqa: BLE001 - reported, not swallowed: the tables are written already
         log.error("HTML report of suite %s (%s) failed: %s: %s; retry with: %s", runner.suite.name, runner.scale,
                   type(exc).__name__, exc,

@@ -108,6 +108,17 @@ def test_overview_cells_are_table_md_cells(finished):
         label = cells[0].replace(" baseline", "")
         for text, (value, mark, delta) in zip(cells[1:], expected[label]):
             assert text.startswith(value + mark + (f" ({delta})" if delta else ""))
+    # the cards name a language per benchmark: a per-language table, its cells those of each language's benchmark
+    languages = next(t for t in report.tables if t.id == "languages")
+    cards = {b: report.cards[b]["extra"]["language"] for b in ("latin_qa", "cjk_qa")}
+    assert sorted(c.group for c in languages.columns) == sorted(cards.values())
+    def shown(cell):
+        return cell.text, cell.mark, cell.delta_text, cell.ci_text, cell.p_adjusted, cell.best
+
+    for i, row in enumerate(languages.rows):
+        for bench, lang in cards.items():
+            detail_table = next(t for t in report.tables if t.id == "benchmark-" + bench.replace("_", "-"))
+            assert shown(row.cells[f"{lang}/ndcg@10"]) == shown(detail_table.rows[i].cells[f"{bench}/ndcg@10"])
     # the per-benchmark breakdown shows the comparison's CI and corrected p
     comparisons = {(c["system"], c["dataset"]): c for c in
                    __import__("json").loads((report_dir(root, suite.name, SCALE) / "comparisons.json").read_text())
