@@ -223,3 +223,37 @@ def test_tdro_paper_scale_defines_beir_15_with_cqadupstack_averaged_over_its_for
     assert weights["scifact"] == pytest.approx(1 / 15)
     assert weights["cqadupstack-android"] == pytest.approx(1 / 180)
     assert sum(weights.values()) == pytest.approx(1.0)
+
+
+def test_replicate_table_shows_mean_sd_of_datasets_and_nested_aggregates():
+    import numpy as np
+
+    from harness.ablation.axes import replicate_table
+    from harness.results import EvaluationResult
+    from harness.stats import StatsOptions, compare_suite
+    from harness.stats.replicates import average_replicates
+    from reports.comparison import comparison_table
+
+    rng = np.random.default_rng(2)
+    ids = [f"q{i}" for i in range(20)]
+    runs = {(s, d): [EvaluationResult(ids, {"ndcg@10": np.clip(rng.random(20) * 0.4 + lift, 0, 1)})
+                     for _ in range(3)]
+            for s, lift in (("B", 0.0), ("S", 0.3)) for d in ("a", "b", "c")}
+    aggregates = {"AB": ["a", "b"], "All": ["AB", "c"]}
+    averaged = {d: {s: average_replicates(runs[(s, d)]) for s in "BS"} for d in "abc"}
+    report = compare_suite(averaged, ["ndcg@10"], baseline="B", aggregates=aggregates,
+                           options=StatsOptions(test="ttest"))
+    table = replicate_table(comparison_table(report), {d: {s: runs[(s, d)] for s in "BS"} for d in "abc"},
+                            ["ndcg@10"], aggregates)
+
+    def per_seed(s, d):
+        return np.array([r.per_query["ndcg@10"].mean() for r in runs[(s, d)]])
+
+    nested = ((per_seed("S", "a") + per_seed("S", "b")) / 2 + per_seed("S", "c")) / 2
+    cell = table.rows[1].cells["All/ndcg@10"]
+    assert cell.value == f"{nested.mean() * 100:.1f} ± {np.std(nested, ddof=1) * 100:.1f}"
+    assert cell.delta == pytest.approx(report.get("S", "ndcg@10", "All").delta)
+    assert cell.marks == ("†",) and cell.bold and not table.rows[0].cells["All/ndcg@10"].bold
+    b = per_seed("B", "b")
+    assert table.rows[0].cells["b/ndcg@10"].value == f"{b.mean() * 100:.1f} ± {np.std(b, ddof=1) * 100:.1f}"
+    assert "Replicates per row: 3." in table.notes[-1]
