@@ -8,13 +8,12 @@ optional L2 normalisation, query/document prompts and separate max lengths.
 Speed on CPU comes from doing no wasted work: texts are ordered by their *token*
 length so that each batch pads to almost nothing, padding is done in numpy, and the
 forward runs under ``torch.inference_mode`` with oneDNN-fused linear layers on CPU
-(:mod:`harness.encoders.fusion`).  Memory stays bounded by the batch, not by the number
-of texts: a first pass tokenises ``tokenize_window`` texts at a time and keeps only each
-text's token count (8 bytes), the order is computed from the counts, and each batch is
-tokenised again right before its forward (the Rust tokenizer costs ~1-2% of a CPU
-forward, while holding every text's token list cost ~277 bytes per token).  The batches
-are exactly those of one global length sort, so the vectors are bit-identical to
-tokenising everything up front.  ``backend="int8"`` runs the linear layers as dynamic
+(:mod:`harness.encoders.fusion`).  Memory stays small: texts are tokenised
+``tokenize_window`` at a time and their ids packed into one int32 array (4 bytes a token;
+Python lists of ints held ~277 bytes a token, 3.3 GB for a 50k-document shard of 256-token
+texts), so an encode holds its texts, 4 bytes per token and one batch.  The batches are
+exactly those of one global length sort, so the vectors are bit-identical to tokenising
+everything up front.  ``backend="int8"`` runs the linear layers as dynamic
 int8 (:mod:`harness.encoders.quantized`); ``dtype`` bf16/fp16 loads the weights in that
 precision (autocast on CUDA).  Batches always pad on the right, which keeps
 position ids correct for every architecture (encoders and decoders alike); ``last``
@@ -23,6 +22,7 @@ pooling then reads the last real token through the attention mask.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 from collections.abc import Sequence
@@ -115,7 +115,7 @@ class HFEncoder(Encoder):
                  query_max_length: int | None = None, doc_max_length: int | None = None,
                  append_eos: bool | None = None, batch_size: int = 64, device: str | None = None,
                  dtype: str | torch.dtype = "auto", cpu_fusion: bool = True, backend: str = "torch",
-                 shard_size: int | None = None, tokenize_window: int = 4096):
+                 shard_size: int | None = None, tokenize_window: int = 1024):
         self.model_name = model
         check_model(model)  # a clear error now, not an obscure one (or a silent [UNK] tokenizer) at load
         path, defaults = resolve_model(model)
@@ -245,17 +245,23 @@ class HFEncoder(Encoder):
                         return_token_type_ids=False)["input_ids"]
         return [x if (x and x[-1] == eos) else x + [eos] for x in ids]
 
-    def token_lengths(self, texts: Sequence[str], max_length: int, prompt: str = "") -> np.ndarray:
-        """Token count of every text (as :meth:`tokenize` gives it), ``tokenize_window`` texts at a time,
-        so only one window's token lists are ever held."""
+    def tokenize_flat(self, texts: Sequence[str], max_length: int, prompt: str = "") -> tuple[np.ndarray, np.ndarray]:
+        """Token ids of every text (as :meth:`tokenize` gives them) packed into one int32 array, with
+        ``offsets`` (text i is ``flat[offsets[i]:offsets[i + 1]]``): 4 bytes a token instead of a Python
+        int in a list (~277 bytes with the list), tokenised ``tokenize_window`` texts at a time."""
         if isinstance(texts, str):
             raise TypeError("texts must be a sequence of strings, not one string")
         n = len(texts)
-        lengths = np.empty(n, dtype=np.int64)
+        lengths = np.zeros(n + 1, dtype=np.int64)
+        pieces: list[np.ndarray] = []
         for start in range(0, n, self.tokenize_window):
             window = self.tokenize(list(texts[start:start + self.tokenize_window]), max_length, prompt)
-            lengths[start:start + len(window)] = np.fromiter(map(len, window), dtype=np.int64, count=len(window))
-        return lengths
+            counts = np.fromiter(map(len, window), dtype=np.int64, count=len(window))
+            lengths[start + 1:start + 1 + len(window)] = counts
+            pieces.append(np.fromiter(itertools.chain.from_iterable(window), dtype=np.int32, count=int(counts.sum())))
+            del window
+        flat = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int32)
+        return flat, np.cumsum(lengths)
 
     def _encode(self, texts: Sequence[str], max_length: int, prompt: str, batch_size: int | None,
                 progress: bool, desc: str) -> np.ndarray:
@@ -264,7 +270,8 @@ class HFEncoder(Encoder):
             raise TypeError("texts must be a sequence of strings, not one string")
         if len(texts) == 0:
             return np.empty((0, _hidden_size(model)), dtype=np.float32)
-        lengths = self.token_lengths(texts, max_length, prompt)
+        flat, offsets = self.tokenize_flat(texts, max_length, prompt)
+        lengths = np.diff(offsets)
         n = len(lengths)
         out = np.empty((n, _hidden_size(model)), dtype=np.float32)
         # Longest first: the largest batch runs first (an OOM shows at once), and ties keep input order.
@@ -277,7 +284,7 @@ class HFEncoder(Encoder):
                                                      leave=False) as bar:
             for start in range(0, n, step):
                 rows = order[start:start + step]
-                ids = self.tokenize([texts[i] for i in rows.tolist()], max_length, prompt)
+                ids = [flat[offsets[i]:offsets[i + 1]] for i in rows.tolist()]
                 input_ids, mask = _pad_right(ids, lengths[rows], pad_id)
                 input_ids = input_ids.to(self.device, non_blocking=True)
                 mask = mask.to(self.device, non_blocking=True)
@@ -295,7 +302,8 @@ def _hidden_size(model) -> int:
     return int(config.hidden_size)  # type: ignore[union-attr]
 
 
-def _pad_right(rows: list[list[int]], lengths: np.ndarray, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _pad_right(rows: Sequence[Sequence[int] | np.ndarray], lengths: np.ndarray,
+               pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Pad token-id lists on the right into (input_ids, attention_mask) int64 tensors."""
     width = int(lengths.max())
     input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)

@@ -1,4 +1,4 @@
-"""Streaming encoding (lengths first, each batch tokenised right before its forward), the dtype and
+"""Streaming encoding (token ids packed 4 bytes a token, tokenised a window at a time), the dtype and
 backend in the encoder identity / cache key, and the encoding options of ``harness eval``."""
 from __future__ import annotations
 
@@ -40,7 +40,9 @@ def test_streamed_batches_are_bit_identical_to_tokenising_everything_first(tiny_
     encoder = HFEncoder(str(tiny_bert_dir), batch_size=8, tokenize_window=5, pooling="mean", normalize=True)
     streamed = encoder.encode_docs(TEXTS, progress=False)
     np.testing.assert_array_equal(streamed, _encode_all_tokens_first(encoder, TEXTS))
-    assert encoder.token_lengths(TEXTS, 512).tolist() == [len(x) for x in encoder.tokenize(TEXTS, 512)]
+    flat, offsets = encoder.tokenize_flat(TEXTS, 512)
+    assert flat.dtype == np.int32
+    assert [flat[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:])] == encoder.tokenize(TEXTS, 512)
 
 
 def test_token_lists_are_held_one_window_at_a_time(tiny_bert_dir, monkeypatch):
@@ -54,7 +56,7 @@ def test_token_lists_are_held_one_window_at_a_time(tiny_bert_dir, monkeypatch):
 
     monkeypatch.setattr(HFEncoder, "tokenize", spy)
     encoder.encode_docs(TEXTS, progress=False)
-    assert max(sizes) == 10 and sum(sizes) == 2 * len(TEXTS)      # lengths pass + one call per batch
+    assert max(sizes) == 10 and sum(sizes) == len(TEXTS)           # each text tokenised once, 10 at a time
 
 
 def test_fp32_identity_and_cache_key_are_unchanged(tiny_bert_dir):
