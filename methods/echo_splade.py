@@ -29,7 +29,9 @@ Public kernels (tensors in and out; tests pin them, oracle S4):
   be answered on an untied model (a tiny random one, or Mistral);
 * the interpretability share is computed on the first ``interpretability_texts`` training passages before
   training (the loaded model) and after it, and stored in ``method/echo_splade.json``;
-* the trained ``final/`` folder holds ``harness_echo.json`` (echo, include_eos, templates, base model), so
+* the trained ``final/`` folder holds ``harness_echo.json`` (echo, include_eos, custom templates, query prompt,
+  base model; default templates are left to the encoder, which picks the instructed query template when an
+  evaluation protocol sets a query prompt), so
   ``harness eval --model <run>`` encodes it through :class:`~harness.encoders.sparse.EchoSparseEncoder`.
 
 Options (``TrainSpec.method_options``; defaults in brackets): those of ``splade`` -- ``pooling`` [max],
@@ -232,10 +234,10 @@ _SMALL = {
     "warmup_steps": 20, "lr": 1e-4, "precision": "fp32", "gradient_checkpointing": False, "save_every": 100,
     "lora": {**_LORA_PAPER, "r": 16, "alpha": 32}, "method_options": {"lambda_warmup_steps": 100},
 }
-# Seconds on CPU: the synthetic world's tiny decoder (its head is tied; an untied one is built with
-# harness.encoders.tiny.untie_lm_head for the frozen-head comparison).
+# Seconds on CPU: the default synthetic world's tiny decoder with its LM head untied (alias
+# tiny-decoder-untied), so the frozen-head comparison means at tiny scale what it means for Mistral.
 _TINY = {
-    **_SMALL, "model": "synthetic:default/tiny-decoder", "query_max_length": 32, "doc_max_length": 64,
+    **_SMALL, "model": "tiny-decoder-untied", "query_max_length": 32, "doc_max_length": 64,
     "batch_size": 16, "steps": 40, "warmup_steps": 4, "lr": 1e-3, "save_every": 20, "progress": False,
     "dropout": False, "lora": {**_LORA_PAPER, "r": 8, "alpha": 16, "dropout": 0.0},
     "method_options": {"lambda_warmup_steps": 20},
@@ -390,8 +392,8 @@ class EchoSplade(Splade):
         o = self.options
         write_echo_settings(directory.parent / FINAL_DIR,
                             EchoSettings(echo=bool(o["echo"]), include_eos=bool(o["include_eos"]),
-                                         query_template=self.templates["query"],
-                                         doc_template=self.templates["document"], base_model=ctx.spec.model))
+                                         query_template=o["query_template"], doc_template=o["doc_template"],
+                                         base_model=ctx.spec.model, query_prompt=o["query_prompt"] or None))
 
     def encoder(self, ckpt: Checkpoint, **kwargs: Any) -> EchoSparseEncoder:
         """The trained model as an echo sparse encoder (its ``harness_echo.json`` templates and lengths)."""

@@ -13,6 +13,10 @@ adapter treats it like any local model.  ``smollm2-echo-splade`` / ``smollm2-pla
 same model read as a sparse term-weight encoder through its LM head, with and without echo templates
 (:mod:`harness.encoders.sparse_echo`).
 
+``tiny-decoder-untied`` is the tiny random decoder of the default synthetic world
+(``synthetic:default/tiny-decoder``, whose head is tied) saved with an *untied* LM head, a separate
+parameter starting from the same values: the tiny stand-in for Mistral's untied head.
+
 This module is the bottom of ``harness.encoders``: loading (``backbone``), pre-flight
 checks (``model_check``) and settings (``settings``) all resolve names through it, and
 it imports none of them, so the three never import each other in a circle.
@@ -118,6 +122,10 @@ def gguf_model_folder(gguf: Path, cache_dir: str | Path | None = None) -> Path:
             model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
         except (OSError, ValueError, ImportError) as exc:
             raise ConfigError(f"cannot load the GGUF model {gguf.name}: {exc} (it needs the gguf package)") from exc
+        # The weights are dequantised floats now; the GGUF "quantizer" left on the model only blocks saving them.
+        model.hf_quantizer = None  # type: ignore[assignment]
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
         model.save_pretrained(str(tmp))
         tokenizer.save_pretrained(str(tmp))
         atomic_write_json(Path(tmp) / GGUF_MARKER, {"gguf_file": gguf.name, "size": gguf.stat().st_size,
@@ -129,11 +137,56 @@ def _smollm2_path() -> Path:
     return gguf_model_folder(smollm2_file())
 
 
+UNTIED_MARKER = "harness_untied.json"
+
+
+def save_untied_copy(source: Path, path: Path) -> None:
+    """Save the causal LM folder ``source`` into ``path`` with its LM head untied (own parameter, same values),
+    with its tokenizer and ``harness_encoder.json``."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(str(source))
+    head = model.get_output_embeddings().weight.detach().clone()
+    model.config.tie_word_embeddings = False
+    model.get_output_embeddings().weight = torch.nn.Parameter(head)
+    model.save_pretrained(str(path))
+    AutoTokenizer.from_pretrained(str(source)).save_pretrained(str(path))
+    if (source / "harness_encoder.json").is_file():
+        shutil.copyfile(source / "harness_encoder.json", path / "harness_encoder.json")
+
+
+def untied_model_folder(name: str, cache_dir: str | Path | None = None) -> Path:
+    """The model ``name`` (a causal LM) with an untied LM head, saved once into the cache."""
+    import hashlib
+
+    from harness.encoders.cache import cache_root
+    from harness.io import atomic_dir, atomic_write_json
+
+    source = Path(resolve_model(name)[0])
+    key = hashlib.blake2b(str(source.resolve()).encode(), digest_size=8).hexdigest()
+    folder = cache_root(cache_dir) / "untied" / f"{source.name}-{key}"
+    if (folder / UNTIED_MARKER).is_file():
+        return folder
+    with atomic_dir(folder, is_ours=lambda p: (p / UNTIED_MARKER).is_file(), what="an untied model copy") as tmp:
+        save_untied_copy(source, Path(tmp))
+        atomic_write_json(Path(tmp) / UNTIED_MARKER, {"source": name})
+    return folder
+
+
+def _tiny_decoder_untied_path() -> Path:
+    return untied_model_folder("synthetic:default/tiny-decoder")
+
+
 # alias -> (path resolver, defaults)
 ALIASES = {
     "minilm": (_minilm_path, ModelDefaults(pooling="mean", normalize=True, max_length=256)),
     "all-minilm-l6-v2": (_minilm_path, ModelDefaults(pooling="mean", normalize=True, max_length=256)),
     "splade-tiny": (_splade_tiny_path, ModelDefaults(pooling="max", max_length=256, representation="sparse")),
+    "tiny-decoder-untied": (_tiny_decoder_untied_path, ModelDefaults(pooling="last", normalize=True,
+                                                                     max_length=256, append_eos=True)),
     # A decoder: dense use pools the last token with EOS appended (as the tDRO decoders).
     "smollm2": (_smollm2_path, ModelDefaults(pooling="last", normalize=True, max_length=512, append_eos=True)),
     "smollm2-echo-splade": (_smollm2_path, ModelDefaults(pooling="max", max_length=256, representation="sparse",

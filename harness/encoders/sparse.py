@@ -212,6 +212,8 @@ class EchoSparseEncoder(SparseMLMEncoder):
         super().__init__(model, **kwargs)
         _, defaults = resolve_model(model)
         saved = read_echo_settings(self.path) if Path(self.path).is_dir() else {}
+        if not kwargs.get("query_prompt") and saved.get("query_prompt"):
+            self.query_prompt = str(saved["query_prompt"])      # the prompt the model was trained with
         self.echo = bool(first_given(echo, saved.get("echo"), defaults.echo, True))
         self.include_eos = bool(first_given(include_eos, saved.get("include_eos"), False))
         self.base_model: str | None = saved.get("base_model")

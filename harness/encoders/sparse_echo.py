@@ -37,6 +37,7 @@ class EchoSettings:
     query_template: str | None = None      # None: the mode's default (instructed when a query prompt is given)
     doc_template: str | None = None
     base_model: str | None = None          # a LoRA adapter folder: the model it adapts (alias, path or hub id)
+    query_prompt: str | None = None        # the %%prompt%% the model was trained with (a card's prompt wins)
 
     def __post_init__(self) -> None:
         for name in ("echo", "include_eos"):
@@ -46,6 +47,8 @@ class EchoSettings:
             value = getattr(self, name)
             if value is not None:
                 parse_template(value)
+        if self.query_prompt is not None and not isinstance(self.query_prompt, str):
+            raise ConfigError(f"query_prompt must be a string, got {self.query_prompt!r}")
         if self.base_model is not None and (not isinstance(self.base_model, str) or not self.base_model):
             raise ConfigError(f"base_model must be a model name, got {self.base_model!r}")
 

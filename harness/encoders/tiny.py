@@ -101,17 +101,7 @@ def make_tiny_decoder(path: str | Path, *, hidden: int = 32, layers: int = 2, he
 def untie_lm_head(source: str | Path, path: str | Path) -> Path:
     """Save a copy of the causal-LM folder ``source`` into ``path`` with an untied LM head (a separate
     parameter holding the same values), tokenizer and ``harness_encoder.json`` included."""
-    import shutil
+    from harness.encoders.refs import save_untied_copy
 
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    source, path = Path(resolve_model(str(source))[0]), Path(path)
-    model = AutoModelForCausalLM.from_pretrained(source)
-    head = model.get_output_embeddings().weight.detach().clone()
-    model.config.tie_word_embeddings = False
-    model.get_output_embeddings().weight = torch.nn.Parameter(head)
-    model.save_pretrained(path)
-    AutoTokenizer.from_pretrained(source).save_pretrained(path)
-    if (source / "harness_encoder.json").is_file():
-        shutil.copyfile(source / "harness_encoder.json", path / "harness_encoder.json")
-    return path
+    save_untied_copy(Path(resolve_model(str(source))[0]), Path(path))
+    return Path(path)

@@ -164,6 +164,12 @@ def test_full_finetuning_keeps_the_head_frozen_and_evaluates_like_training(untie
     assert other.identity() != identity
     plain = load_sparse_encoder(str(run), echo=False)
     assert plain.identity()["doc_template"] == "<s>Document:{%%text%%}{</s>}"
+    # a protocol's query prompt goes into the instructed echo template
+    prompted = load_sparse_encoder(str(run), query_prompt="find the passage").identity()
+    assert prompted["query_template"].startswith("<s>Instruct:{!%%prompt%%,}")
+    assert prompted["query_prompt"] == "find the passage"
+    with pytest.raises(ConfigError, match="no %%prompt%% piece"):
+        load_sparse_encoder(str(run), query_prompt="x", query_template="<s>Q:{!%%text%%}\nQ:{%%text%%}")
 
 
 def test_lora_run_evaluates_through_its_adapter(untied, tmp_path):
@@ -257,3 +263,43 @@ def test_qlora_is_planned_anywhere_but_refused_without_gpu_and_bitsandbytes(unti
     with pytest.raises(ConfigError, match=r"quantization 4bit \(QLoRA\) needs"):
         EchoSplade().train(spec, make_data(), tmp_path / "run")
     assert not (tmp_path / "run").exists()                    # refused before anything was written
+
+
+def test_echo_corpus_weights_are_cached_under_template_and_include_eos(untied, tmp_path):
+    import shutil
+
+    from harness.data import Corpus
+    from harness.encoders.sparse import load_sparse_encoder
+    from harness.encoders.sparse_cache import encode_corpus_sparse
+    from harness.encoders.sparse_echo import EchoSettings, write_echo_settings
+
+    model = str(shutil.copytree(untied, tmp_path / "decoder"))
+    write_echo_settings(model, EchoSettings())             # the untrained decoder read with the echo templates
+    texts = [" ".join(CONTENT[i:i + 5]) for i in range(0, 40, 5)]
+    corpus = Corpus([f"d{i}" for i in range(len(texts))], [""] * len(texts), texts)
+    cache = tmp_path / "cache"
+    first = encode_corpus_sparse(load_sparse_encoder(model), corpus, cache, progress=False)
+    again = encode_corpus_sparse(load_sparse_encoder(model), corpus, cache, progress=False)
+    assert again.key == first.key and again.skipped and not first.skipped
+    keys = {first.key}
+    for overrides in ({"include_eos": True}, {"echo": False},
+                      {"doc_template": "<s>Passage:{!%%text%%}\nPassage again:{%%text%%}{</s>}"}):
+        entry = encode_corpus_sparse(load_sparse_encoder(model, **overrides), corpus, cache, progress=False)
+        assert not entry.skipped and entry.key not in keys, overrides
+        keys.add(entry.key)
+    echo = first.vectors().to_dense()
+    plain = encode_corpus_sparse(load_sparse_encoder(model, echo=False), corpus, cache, progress=False)
+    assert plain.skipped and echo.shape == plain.vectors().to_dense().shape
+    assert not (echo == plain.vectors().to_dense()).all()
+
+
+def test_echo_settings_file_is_validated(tmp_path):
+    from harness.encoders.sparse_echo import read_echo_settings
+    from harness.errors import InputError
+
+    (tmp_path / "harness_echo.json").write_text('{"echo": true, "templat": "x"}')
+    with pytest.raises(InputError, match="unknown key"):
+        read_echo_settings(tmp_path)
+    (tmp_path / "harness_echo.json").write_text('{"doc_template": "<s>{!%%text%%}"}')
+    with pytest.raises(InputError, match="no braced"):
+        read_echo_settings(tmp_path)
