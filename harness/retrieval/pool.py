@@ -73,9 +73,53 @@ class BM25Source:
 Source = DenseSource | BM25Source
 
 
+class HashGramEncoder(Encoder):
+    """A lexical dense encoder without a model: character n-grams (any script, spaces or not) hashed
+    into ``dim`` buckets, log-scaled counts, L2-normalised, so the inner product is a cosine of
+    n-gram profiles.  A fast, deterministic candidate source for synthetic worlds and tests, where a
+    neural model would cost minutes; alias ``hashgram`` (``hashgram:<n>:<dim>``)."""
+
+    similarity = "cos"
+
+    def __init__(self, n: int = 3, dim: int = 1024):
+        if n < 1 or dim < 8:
+            raise ConfigError(f"hashgram needs n >= 1 and dim >= 8, got n={n}, dim={dim}")
+        self.n, self.dim = n, dim
+
+    def identity(self) -> dict[str, Any]:
+        return {"encoder": "hashgram", "n": self.n, "dim": self.dim, "version": 1}
+
+    def _one(self, text: str) -> np.ndarray:
+        padded = f" {' '.join(text.lower().split())} "
+        grams = [padded[i:i + self.n] for i in range(max(1, len(padded) - self.n + 1))]
+        buckets = np.fromiter((int.from_bytes(hashlib.blake2b(g.encode("utf-8"), digest_size=8).digest(), "little")
+                               % self.dim for g in grams), dtype=np.int64, count=len(grams))
+        v = np.log1p(np.bincount(buckets, minlength=self.dim).astype(np.float32))
+        norm = float(np.linalg.norm(v))
+        return v / norm if norm else v
+
+    def encode_docs(self, texts: Sequence[str], *, batch_size: int | None = None,
+                    progress: bool = True) -> np.ndarray:
+        return np.stack([self._one(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+    encode_queries = encode_docs
+
+
+def _hashgram(name: str) -> HashGramEncoder:
+    parts = name.split(":")
+    try:
+        values = [int(p) for p in parts[1:]]
+    except ValueError:
+        raise ConfigError(f"hashgram spec must be hashgram[:<n>[:<dim>]], got {name!r}") from None
+    if len(values) > 2:
+        raise ConfigError(f"hashgram spec must be hashgram[:<n>[:<dim>]], got {name!r}")
+    return HashGramEncoder(*values)
+
+
 def named_sources(names: Sequence[str], language: str = "en") -> list[Source]:
-    """Sources from model names: ``bm25`` (with the language's analyzer) or a dense model (alias, folder,
-    hub id); a name given twice gets a distinct label (``name#i``)."""
+    """Sources from model names: ``bm25`` (with the language's analyzer), ``hashgram[:<n>[:<dim>]]`` (a
+    lexical n-gram encoder, :class:`HashGramEncoder`) or a dense model (alias, folder, hub id); a name
+    given twice gets a distinct label (``name#i``)."""
     from harness.encoders.hf import load_encoder
 
     sources: list[Source] = []
@@ -83,6 +127,8 @@ def named_sources(names: Sequence[str], language: str = "en") -> list[Source]:
         label = name if list(names).index(name) == i else f"{name}#{i}"
         if name.lower() == "bm25":
             sources.append(BM25Source(language=language, name=label))
+        elif name.split(":")[0] == "hashgram":
+            sources.append(DenseSource(_hashgram(name), name=label))
         else:
             sources.append(DenseSource(load_encoder(name), name=label))
     return sources

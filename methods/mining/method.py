@@ -69,6 +69,8 @@ def truth_statistics(provenance: Sequence[Mapping[str, Any]], rows, truth: Mappi
     recall on the judged candidates (dropped = predicted false negative) and how many planted false
     negatives the final negatives still hold."""
     by_id = {t["id"]: t for t in truth.get("train", [])}
+    for domain in (truth.get("domains") or {}).values():     # a synthetic world's truth.json
+        by_id.update({t["id"]: t for t in domain.get("train", [])})
     from methods.mining.rows import passage_id
 
     tp = fp = fn = 0
