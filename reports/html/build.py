@@ -16,10 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import InputError
+from harness.errors import ConfigError, InputError
 from harness.io.readers import read_json_object
 from harness.results import EvaluationResult
-from harness.stats.replicates import average_replicates
+from harness.stats.replicates import (
+    aggregate_replicate_means,
+    average_replicates,
+    replicate_means,
+    replicate_spread,
+)
 from harness.store import load_result
 from reports.comparison import GAIN_MARK, LOSS_MARK, metric_label
 from reports.html.model import (
@@ -309,6 +314,52 @@ def _cells(inputs: SuiteInputs) -> list[CellInfo]:
     return out
 
 
+def replicate_spreads(data: Mapping[str, Any], inputs: SuiteInputs,
+                      stored: Mapping[tuple[str, str], Sequence[Any]]) -> dict[tuple[str, str, str], float]:
+    """``{(system label, dataset or aggregate, metric): sd over seed replicates}`` for systems with several
+    replicates: the sample sd of each replicate's score (an aggregate's macro average per replicate), as
+    table.md shows ``mean ± sd``."""
+    bench_labels = {b.id: b.label for b in inputs.benchmarks}
+    aggregates = {name: list(members) for name, members in (data.get("aggregates") or {}).items()}
+    out: dict[tuple[str, str, str], float] = {}
+    for system in inputs.systems:
+        runs = {bench_labels[b]: list(stored[(system.id, b)]) for b in bench_labels}
+        if all(len(r) < 2 for r in runs.values()):
+            continue
+        for metric in data["metrics"]:
+            for label, replicate_runs in runs.items():
+                if len(replicate_runs) > 1:
+                    out[(system.label, label, metric)] = replicate_spread(replicate_means(replicate_runs, metric))[1]
+            for name in aggregates:
+                try:
+                    means = aggregate_replicate_means(runs, metric, aggregates, name)
+                except ConfigError:
+                    continue
+                if len(means) > 1:
+                    out[(system.label, name, metric)] = replicate_spread(means)[1]
+    return out
+
+
+def _with_spreads(tables: list[ResultTable], spreads: Mapping[tuple[str, str, str], float]) -> None:
+    """Cells of replicated systems read ``mean ± sd`` (the per-language table keeps the mean: its columns
+    are languages)."""
+    if not spreads:
+        return
+    for table in tables:
+        if table.id == "languages":
+            continue
+        for row in table.rows:
+            for key, cell in list(row.cells.items()):
+                dataset, _, metric = key.rpartition("/")
+                sd = spreads.get((row.system, dataset, metric))
+                if sd is not None and math.isfinite(sd):
+                    row.cells[key] = replace(cell, text=f"{cell.text} ± {format_number(sd, SCALE, DECIMALS)}")
+    for table in tables:
+        if table.id != "languages":
+            table.notes.append("± : sample standard deviation over a system's seed replicates; its tests use the "
+                               "per-query scores averaged over the replicates.")
+
+
 def _plots(paths: Sequence[Path]) -> list[Plot]:
     plots, names = [], set()
     for path in paths:
@@ -353,10 +404,12 @@ def build_report(inputs: SuiteInputs, per_query_metrics: Sequence[str] | None = 
         from reports.html.figures import difference_plots
 
         plots += difference_plots(inputs.systems, [b.id for b in inputs.benchmarks], data["metrics"][0], results)
+    tables = result_tables(data, languages, by_label_results)
+    _with_spreads(tables, replicate_spreads(data, inputs, stored))
     report = HtmlReport(
         suite=inputs.suite, scale=inputs.scale, description=inputs.description, baseline=data["baseline"],
         systems=list(data["systems"]), metrics=list(data["metrics"]),
-        tables=result_tables(data, languages, by_label_results),
+        tables=tables,
         per_query=per_query_groups(inputs, data, results, metrics, warnings),
         cards=cards, cells=_cells(inputs), plots=plots,
         notes=[f"Suite version {summary.get('version', '?')}; test {data.get('test')}, correction "

@@ -27,14 +27,19 @@ def finished_suite() -> tuple[AblationSuite, Path]:
     return _FINISHED["root"]
 
 
-_CELL = re.compile(r"^(?P<value>-?[\d.]+)(?:<sup>(?P<mark>[^<]*)</sup>)?(?: \((?P<delta>[+-][\d.]+)\))?$")
+_CELL = re.compile(r"^(?P<value>-?[\d.]+(?: ± [\d.]+)?)(?:<sup>(?P<mark>[^<]*)</sup>)?(?: \((?P<delta>[+-][\d.]+)\))?$")
 
 
 def table_md_cells(text: str, bold: bool = False) -> dict[str, list]:
     """``{row label (unescaped): [(value, marker, delta), ...]}`` of the body rows of a ``table.md``
     (``bold``: ``[True if the cell is bold, ...]`` instead)."""
     rows: dict[str, list] = {}
-    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    lines: list[str] = []
+    for line in text.splitlines():             # the first table only (a suite with axes appends more)
+        if line.startswith("| "):
+            lines.append(line)
+        elif lines:
+            break
     for line in lines[2:]:                      # header and alignment rows first
         parts = [p.strip() for p in re.split(r"(?<!\\)\|", line)[1:-1]]
         label = re.sub(r"\\(.)", r"\1", parts[0]).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
@@ -45,3 +50,21 @@ def table_md_cells(text: str, bold: bool = False) -> dict[str, list]:
             cells.append(part.startswith("**") if bold else (match["value"], match["mark"] or "", match["delta"] or ""))
         rows[label] = cells
     return rows
+
+
+def overview_matches_table_md(suite: AblationSuite, scale: str, root: Path) -> int:
+    """Assert that the report's overview cells (value, marker, delta, bold) equal ``table.md``'s; returns the
+    number of cells compared."""
+    from harness.ablation.html_report import suite_inputs
+    from harness.ablation.paths import report_dir
+    from reports.html import build_report
+
+    table_md = (report_dir(root, suite.name, scale) / "table.md").read_text(encoding="utf-8")
+    expected, bold = table_md_cells(table_md), table_md_cells(table_md, bold=True)
+    overview = build_report(suite_inputs(suite, scale, root), difference_figures=False).tables[0]
+    assert [r.system for r in overview.rows] == list(expected)
+    for row in overview.rows:
+        got = [(row.cells[c.key].text, row.cells[c.key].mark, row.cells[c.key].delta_text) for c in overview.columns]
+        assert got == expected[row.system], row.system
+        assert [row.cells[c.key].best for c in overview.columns] == bold[row.system], row.system
+    return sum(len(cells) for cells in expected.values())

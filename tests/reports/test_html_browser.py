@@ -116,3 +116,35 @@ def test_per_query_view_and_screenshot(page, tmp_path):
     tab.screenshot(path=str(shot), full_page=True)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
     assert problems == []
+
+
+@pytest.mark.slow
+def test_quickstart_report_in_the_browser(tmp_path):
+    """The acceptance check: ``harness run quickstart`` (tiny) writes a report that renders one row per system,
+    sorts on a header click, filters, shows the per-query view, and logs no console error."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (pip install -e .[dev])")
+    from harness.ablation import load_suite, run_suite
+
+    suite = load_suite("quickstart")
+    outcome = run_suite(suite, "tiny", tmp_path / "results", progress=False)
+    assert outcome.complete
+    index = html_dir(tmp_path / "results", suite.name, "tiny") / "index.html"
+    problems: list[str] = []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        tab = browser.new_page(viewport={"width": 1200, "height": 1500})
+        tab.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
+               if m.type in ("error", "warning") else None)
+        tab.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+        tab.goto(index.as_uri())
+        assert _systems(tab, "tbl-overview") == [v.label for v in suite.variants]
+        average = len(suite.scale("tiny").benchmarks) + 1           # the Avg column, after the benchmarks
+        values = _column(tab, "tbl-overview", average)
+        tab.locator(f'#tbl-overview th[data-col="{average}"]').click()
+        assert _column(tab, "tbl-overview", average) == sorted(values, reverse=True)
+        tab.fill('input.row-filter[data-table="tbl-overview"]', "bm25")
+        assert _systems(tab, "tbl-overview") == ["BM25"]
+        assert tab.locator(".pq-group:not([hidden]) article.query").count() >= 1
+        tab.screenshot(path=str(tmp_path / "report-quickstart.png"))
+        browser.close()
+    assert problems == []

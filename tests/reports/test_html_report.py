@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import markupsafe
 import numpy as np
 import pytest
-from html_suite import FIXTURE, SCALE, finished_suite, table_md_cells
+from html_suite import FIXTURE, SCALE, finished_suite, overview_matches_table_md, table_md_cells
 
 from harness.ablation.benchmarks import load_benchmark_ref
 from harness.ablation.html_report import html_dir, suite_inputs, write_runner_html
@@ -234,3 +234,23 @@ def test_a_failing_report_is_logged_not_raised(finished, monkeypatch, caplog):
     message = caplog.records[-1].getMessage()
     assert caplog.records[-1].levelno == logging.ERROR
     assert "ValueError: plot exploded" in message and f"harness table suite {FIXTURE} --scale tiny" in message
+
+
+@pytest.mark.slow
+def test_a_suite_with_axes_reports_like_its_table(tmp_path):
+    """axes_demo (sweep, 3 seeds, checkpoints, nested aggregate): the overview cells read ``mean ± sd`` with
+    table.md's markers, deltas and bold; the sweep and curve plots are on the page; every replicate and
+    checkpoint cell is listed."""
+
+    from harness.ablation import load_suite, run_suite
+
+    suite = load_suite("axes_demo")
+    assert run_suite(suite, "tiny", tmp_path, progress=False).complete
+    assert overview_matches_table_md(suite, "tiny", tmp_path) == 3 * 5
+    folder = html_dir(tmp_path, suite.name, "tiny")
+    assert {"sweep.png", "curve.png"} <= {p.name for p in (folder / "assets").iterdir()}
+    report = build_report(suite_inputs(suite, "tiny", tmp_path), difference_figures=False)
+    results = report_dir(tmp_path, suite.name, "tiny") / "results"
+    linked = {(p.parent.name, p.name) for p in results.glob("*/*")}
+    assert len(report.cells) == len(linked) and any("@ step" in c.system for c in report.cells)
+    assert any("[seed 3]" in c.system for c in report.cells)
