@@ -243,6 +243,8 @@ class CandidatePool:
         self.chunk_size, self.batch_size, self.progress = chunk_size, batch_size, progress
         self._embeddings: list[CorpusEmbeddings] | None = None
         self._bm25: dict[str, Any] = {}
+        self._rows_by_text: dict[str, int] | None = None
+        self._queries: tuple[str, list[np.ndarray]] | None = None     # the last chunk's query vectors
 
     # ------------------------------------------------------------------ identity and cache
     def config(self) -> dict[str, Any]:
@@ -288,11 +290,24 @@ class CandidatePool:
         flat = [p for ps in passages for p in ps]
         owner = np.repeat(np.arange(len(passages)), [len(ps) for ps in passages])
         total = np.zeros(len(flat), dtype=np.float64)
-        for source in self.sources:
+        # Passages of the corpus (the usual case: a positive is a corpus document) are read from the
+        # cached corpus embeddings; only the others are encoded.
+        if self._rows_by_text is None:
+            self._rows_by_text = {}
+            for row, text in enumerate(self.corpus.passages()):
+                self._rows_by_text.setdefault(text.strip(), row)
+        rows = np.array([self._rows_by_text.get(p.strip(), -1) for p in flat], dtype=np.int64)
+        known = rows >= 0
+        for source, emb in zip(self.sources, self._dense_embeddings()):
             assert isinstance(source, DenseSource)
             q = self._query_vectors(source, queries)
-            d = np.asarray(source.encoder.encode_docs(flat, batch_size=self.batch_size, progress=self.progress),
-                           dtype=np.float32)
+            d = np.zeros((len(flat), emb.dim), dtype=np.float32)
+            if known.any():
+                d[known] = _gather(emb, rows[known])
+            if (~known).any():
+                d[~known] = np.asarray(source.encoder.encode_docs([p for p, k in zip(flat, known) if not k],
+                                                                  batch_size=self.batch_size, progress=self.progress),
+                                       dtype=np.float32)
             total += np.einsum("nd,nd->n", q[owner], d).astype(np.float64)
         total /= len(self.sources)
         bounds = np.cumsum([0] + [len(ps) for ps in passages])
@@ -321,8 +336,16 @@ class CandidatePool:
         return self._embeddings
 
     def _query_vectors(self, source: DenseSource, queries: Queries) -> np.ndarray:
-        return np.asarray(source.encoder.encode_queries(queries.texts, batch_size=self.batch_size,
-                                                        progress=self.progress), dtype=np.float32)
+        """The source's query vectors (the last chunk's are kept: pair_scores follows compute)."""
+        index = self.sources.index(source)
+        digest = hashlib.sha256(json.dumps(list(queries.texts), ensure_ascii=False).encode()).hexdigest()
+        if self._queries is None or self._queries[0] != digest:
+            self._queries = (digest, [np.zeros(0)] * len(self.sources))
+        vectors = self._queries[1]
+        if vectors[index].size == 0 and len(queries.texts):
+            vectors[index] = np.asarray(source.encoder.encode_queries(queries.texts, batch_size=self.batch_size,
+                                                                      progress=self.progress), dtype=np.float32)
+        return vectors[index] if len(queries.texts) else np.zeros((0, 0), dtype=np.float32)
 
     def _mean_cosine(self, queries: Queries, k: int) -> tuple[Run, list[Run]]:
         """The exact top-k by mean cosine, and each model's own cosine of those pairs (provenance)."""
