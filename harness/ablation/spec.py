@@ -48,6 +48,11 @@ Axes (one declared variant becomes several cells; :mod:`harness.ablation.axes`):
   retraining; the ``curve`` layout kind draws the learning curves.  A run that already
   finished without them is refused with the folder to delete.
 
+A swept baseline's first value is the baseline row.  ``harness run`` writes, for a suite
+with a sweep or checkpoints, ``sweep.md``/``curve.md`` (and ``.tex``, ``.png``, ``.pdf``)
+next to ``table.md`` over its aggregates (else every benchmark) and appends both tables
+to ``table.md``; ``--only`` takes a declared variant (all its cells) or a cell id.
+
 Strings may use ``{shared}`` (the real-data root: ``$HARNESS_SHARED_DATA`` or
 ``../shared/data`` beside the repository) and ``synthetic:<preset>[/sub/path]``
 (the synthetic world of that preset, generated on first use).  The same file runs
