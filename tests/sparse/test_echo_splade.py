@@ -63,12 +63,14 @@ def test_tiny_decoder_lm_head_options(tmp_path):
         make_tiny_decoder(tmp_path / "x", lm_head="loose")
 
 
-def test_loss_is_infonce_plus_flops_on_the_second_occurrence(untied):
+@pytest.mark.parametrize("echo", [True, False])
+def test_loss_is_infonce_plus_flops_on_the_second_occurrence(untied, echo):
     from harness.train.context import TrainContext
     from harness.train.model import build_model
 
     method = EchoSplade()
-    spec = spec_for(untied, lora=None, method_options={"lambda_q": 0.3, "lambda_d": 0.1, "lambda_warmup_steps": 10})
+    spec = spec_for(untied, lora=None, method_options={"lambda_q": 0.3, "lambda_d": 0.1, "lambda_warmup_steps": 10,
+                                                       "echo": echo})
     model, tok, _ = build_model(spec, head=method.representation_head(spec))
     data = make_data()
     ctx = TrainContext(spec=spec, data=data, model=model, tokenizer=tok, device=torch.device("cpu"),
@@ -84,6 +86,12 @@ def test_loss_is_infonce_plus_flops_on_the_second_occurrence(untied):
         act = torch.log1p(torch.relu(logits)) * (mask == 2).unsqueeze(-1)       # second occurrence only
         words = {"query": 4, "passage": 8}[view]
         assert (mask == 2).sum(1).tolist() == [words] * len(mask)               # the text's words, once
+        # "<s>", "Document"/"Query", ":" ... "again", ":" ... "</s>" around the text (read twice with echo)
+        assert (mask > 0).sum(1).tolist() == [2 * words + 7 if echo else words + 4] * len(mask)
+        # the marked mask makes the backbone compute logits from the first pooled column on only
+        first = int((mask == 2).any(0).nonzero()[0])
+        cut = model.backbone(input_ids=feats["input_ids"], attention_mask=mask).logits
+        assert cut.shape[1] == mask.shape[1] - first and torch.allclose(cut, logits[:, first:], atol=1e-6)
         return act.amax(dim=1)
 
     with torch.no_grad():
