@@ -39,7 +39,9 @@ Options (``TrainSpec.method_options``; defaults in brackets): those of ``splade`
 ``lambda_schedule`` [splade] -- and ``echo`` [true], ``include_eos`` [false], ``query_template`` /
 ``doc_template`` [null: the mode's defaults, ``ECHO_TEMPLATES`` / ``PLAIN_TEMPLATES``], ``query_prompt``
 [""; fills ``%%prompt%%`` and selects the instructed query template], ``quantization`` [null | 4bit],
-``interpretability_texts`` [64], ``interpretability_k`` [20].
+``interpretability_texts`` [64], ``interpretability_k`` [20], ``eval_top_k`` [null: keep every term; else the
+trained folder's encoder keeps each text's largest ``eval_top_k`` weights, recorded in ``harness_echo.json``;
+the small preset uses 256, since a barely trained LM head still weights almost the whole vocabulary].
 """
 from __future__ import annotations
 
@@ -232,7 +234,7 @@ _PAPER = {
 _SMALL = {
     **_PAPER, "model": "smollm2", "query_max_length": 64, "doc_max_length": 128, "batch_size": 16, "steps": 200,
     "warmup_steps": 20, "lr": 1e-4, "precision": "fp32", "gradient_checkpointing": False, "save_every": 100,
-    "lora": {**_LORA_PAPER, "r": 16, "alpha": 32}, "method_options": {"lambda_warmup_steps": 100},
+    "lora": {**_LORA_PAPER, "r": 16, "alpha": 32}, "method_options": {"lambda_warmup_steps": 100, "eval_top_k": 256},
 }
 # Seconds on CPU: the default synthetic world's tiny decoder with its LM head untied (alias
 # tiny-decoder-untied), so the frozen-head comparison means at tiny scale what it means for Mistral.
@@ -253,7 +255,7 @@ class EchoSplade(Splade):
     presets = {"tiny": _TINY, "small": _SMALL, "paper": _PAPER}
     default_options = {**Splade.default_options, "echo": True, "include_eos": False, "query_template": None,
                        "doc_template": None, "query_prompt": "", "quantization": None,
-                       "interpretability_texts": 64, "interpretability_k": 20}
+                       "interpretability_texts": 64, "interpretability_k": 20, "eval_top_k": None}
 
     def __init__(self) -> None:
         super().__init__()
@@ -271,7 +273,10 @@ class EchoSplade(Splade):
                 raise ConfigError(f"method echo-splade: {key} must be true or false, got {opts[key]!r}")
         if not isinstance(opts["query_prompt"], str):
             raise ConfigError(f"method echo-splade: query_prompt must be a string, got {opts['query_prompt']!r}")
-        for key, least in (("interpretability_texts", 0), ("interpretability_k", 1)):
+        checks = [("interpretability_texts", 0), ("interpretability_k", 1)]
+        if opts["eval_top_k"] is not None:
+            checks.append(("eval_top_k", 1))
+        for key, least in checks:
             value = opts[key]
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ConfigError(f"method echo-splade: {key} must be an integer >= {least}, got {value!r}")
@@ -393,7 +398,8 @@ class EchoSplade(Splade):
         write_echo_settings(directory.parent / FINAL_DIR,
                             EchoSettings(echo=bool(o["echo"]), include_eos=bool(o["include_eos"]),
                                          query_template=o["query_template"], doc_template=o["doc_template"],
-                                         base_model=ctx.spec.model, query_prompt=o["query_prompt"] or None))
+                                         base_model=ctx.spec.model, query_prompt=o["query_prompt"] or None,
+                                         top_k=o["eval_top_k"]))
 
     def encoder(self, ckpt: Checkpoint, **kwargs: Any) -> EchoSparseEncoder:
         """The trained model as an echo sparse encoder (its ``harness_echo.json`` templates and lengths)."""

@@ -56,6 +56,8 @@ class ModelDefaults:
     # Sparse term weights from a decoder's LM head: True with echo templates, False plain (one
     # occurrence); None for every other model (harness.encoders.sparse_echo).
     echo: bool | None = None
+    # Sparse models: keep only this many largest weights per text unless told otherwise (None: all).
+    top_k: int | None = None
 
 
 def _minilm_path() -> Path:
@@ -189,10 +191,11 @@ ALIASES = {
                                                                      max_length=256, append_eos=True)),
     # A decoder: dense use pools the last token with EOS appended (as the tDRO decoders).
     "smollm2": (_smollm2_path, ModelDefaults(pooling="last", normalize=True, max_length=512, append_eos=True)),
+    # Untrained, nearly every LM-head logit is positive (49149 of 49152 terms per text): pruned to 256 terms.
     "smollm2-echo-splade": (_smollm2_path, ModelDefaults(pooling="max", max_length=256, representation="sparse",
-                                                         echo=True)),
+                                                         echo=True, top_k=256)),
     "smollm2-plain-splade": (_smollm2_path, ModelDefaults(pooling="max", max_length=256, representation="sparse",
-                                                          echo=False)),
+                                                          echo=False, top_k=256)),
 }
 
 

@@ -203,7 +203,9 @@ class EchoSparseEncoder(SparseMLMEncoder):
 
     Beyond :class:`~harness.encoders.sparse.SparseMLMEncoder`'s options: ``echo`` (True: the text twice,
     pooled on the second occurrence; False: once), ``include_eos`` (pool the template's EOS piece too),
-    ``query_template`` / ``doc_template`` (echo syntax; default: the mode's).  ``query_prompt`` fills the
+    ``query_template`` / ``doc_template`` (echo syntax; default: the mode's); ``query_top_k`` / ``doc_top_k``
+    default to the saved or alias ``top_k`` (untrained LM heads give almost every term a positive weight).
+    ``query_prompt`` fills the
     ``%%prompt%%`` of the (instructed) query template; ``doc_prompt`` needs a document template with one.
     """
 
@@ -214,6 +216,11 @@ class EchoSparseEncoder(SparseMLMEncoder):
         saved = read_echo_settings(self.path) if Path(self.path).is_dir() else {}
         if not kwargs.get("query_prompt") and saved.get("query_prompt"):
             self.query_prompt = str(saved["query_prompt"])      # the prompt the model was trained with
+        top_k = first_given(saved.get("top_k"), defaults.top_k)
+        if kwargs.get("query_top_k") is None:
+            self.query_top_k = top_k
+        if kwargs.get("doc_top_k") is None:
+            self.doc_top_k = top_k
         self.echo = bool(first_given(echo, saved.get("echo"), defaults.echo, True))
         self.include_eos = bool(first_given(include_eos, saved.get("include_eos"), False))
         self.base_model: str | None = saved.get("base_model")

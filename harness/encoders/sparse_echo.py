@@ -38,6 +38,7 @@ class EchoSettings:
     doc_template: str | None = None
     base_model: str | None = None          # a LoRA adapter folder: the model it adapts (alias, path or hub id)
     query_prompt: str | None = None        # the %%prompt%% the model was trained with (a card's prompt wins)
+    top_k: int | None = None               # prune each text to its top_k weights unless told otherwise
 
     def __post_init__(self) -> None:
         for name in ("echo", "include_eos"):
@@ -47,6 +48,9 @@ class EchoSettings:
             value = getattr(self, name)
             if value is not None:
                 parse_template(value)
+        if self.top_k is not None and (isinstance(self.top_k, bool) or not isinstance(self.top_k, int)
+                                       or self.top_k < 1):
+            raise ConfigError(f"top_k must be a positive integer or null, got {self.top_k!r}")
         if self.query_prompt is not None and not isinstance(self.query_prompt, str):
             raise ConfigError(f"query_prompt must be a string, got {self.query_prompt!r}")
         if self.base_model is not None and (not isinstance(self.base_model, str) or not self.base_model):

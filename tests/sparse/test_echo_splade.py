@@ -311,3 +311,25 @@ def test_echo_settings_file_is_validated(tmp_path):
     (tmp_path / "harness_echo.json").write_text('{"doc_template": "<s>{!%%text%%}"}')
     with pytest.raises(InputError, match="no braced"):
         read_echo_settings(tmp_path)
+
+
+def test_saved_top_k_prunes_unless_overridden(untied, tmp_path):
+    import shutil
+
+    from harness.encoders.sparse import load_sparse_encoder
+    from harness.encoders.sparse_echo import EchoSettings, write_echo_settings
+
+    model = str(shutil.copytree(untied, tmp_path / "decoder"))
+    write_echo_settings(model, EchoSettings(top_k=3))
+    texts = ["cat dog bird fish tree", "river city house"]
+    pruned = load_sparse_encoder(model)
+    assert (pruned.query_top_k, pruned.doc_top_k) == (3, 3) and pruned.identity()["doc_top_k"] == 3
+    full = load_sparse_encoder(model, doc_top_k=1000).encode_docs(texts, progress=False)
+    kept = pruned.encode_docs(texts, progress=False)
+    assert kept.nnz.tolist() == [3, 3] and full.nnz.min() > 3
+    dense = full.to_dense()
+    for i in range(2):                                   # the three largest weights of the full vector
+        top = sorted(range(dense.shape[1]), key=lambda j: -dense[i, j])[:3]
+        assert sorted(kept.row(i)[0].tolist()) == sorted(top)
+    with pytest.raises(ConfigError, match="eval_top_k"):
+        EchoSplade().resolve_options({"eval_top_k": 0})
