@@ -49,9 +49,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BATCHES = ("sampler", "language_topic")
-MINING_OPTIONS = ("retrievers", "fusion", "depth", "corpus", "strategy", "k", "shift", "window", "threshold",
-                  "margin", "percent", "pos_agg", "mining_seed", "judge", "filter_mode", "judge_mode", "judge_rows",
-                  "judge_depth", "judge_batch_size", "judge_max_tokens", "generate", "generate_max_tokens")
+MINING_OPTIONS = ("retrievers", "bm25_language", "fusion", "depth", "corpus", "strategy", "k", "shift", "window",
+                  "threshold", "margin", "percent", "pos_agg", "mining_seed", "judge", "filter_mode", "judge_mode",
+                  "judge_rows", "judge_depth", "judge_batch_size", "judge_max_tokens", "generate",
+                  "generate_max_tokens")
+# Judges and generators loaded in this process, by their options (a model is loaded once for all sources).
+_LOADED: dict[str, Any] = {}
 
 
 def _judge_subset(n: int, size: int | None, seed: int) -> frozenset[int] | None:
@@ -105,7 +108,7 @@ class Mined(Method):
                   "uniform recipe; optional monolingual topic-diverse batches and loss weights"
     presets = Uniform.presets
     default_options = {
-        "mine": True, "retrievers": ["minilm"], "fusion": "mean", "depth": 40, "corpus": None,
+        "mine": True, "retrievers": ["minilm"], "bm25_language": None, "fusion": "mean", "depth": 40, "corpus": None,
         "strategy": "perc_pos", "k": 30, "shift": 10, "window": None, "threshold": 0.6, "margin": 0.15,
         "percent": 0.9, "pos_agg": "min", "mining_seed": 0,
         "judge": "none", "filter_mode": "keep_zero", "judge_mode": None, "judge_rows": None, "judge_depth": None,
@@ -191,10 +194,16 @@ class Mined(Method):
         settings = MiningSettings(strategy=opts["strategy"], k=opts["k"], shift=opts["shift"], window=opts["window"],
                                   threshold=opts["threshold"], margin=opts["margin"], percent=opts["percent"],
                                   pos_agg=opts["pos_agg"], seed=opts["mining_seed"])
-        language = src.language[0] if isinstance(src.language, list) else src.language
-        sources = named_sources(list(opts["retrievers"]), language if language not in ("und", "") else "en")
-        judge = make_judge(opts["judge"], mode=opts["judge_mode"], max_new_tokens=opts["judge_max_tokens"],
-                           max_tokens=opts["judge_max_tokens"], batch_size=opts["judge_batch_size"])
+        uses_bm25 = any(str(r).lower() == "bm25" for r in opts["retrievers"])
+        sources = named_sources(list(opts["retrievers"]),
+                                self._bm25_language(src, opts["bm25_language"]) if uses_bm25 else "en")
+        judge_key = json.dumps(["judge", opts["judge"], opts["judge_mode"], opts["judge_max_tokens"],
+                                opts["judge_batch_size"]])
+        if judge_key not in _LOADED:
+            _LOADED[judge_key] = make_judge(opts["judge"], mode=opts["judge_mode"],
+                                            max_new_tokens=opts["judge_max_tokens"],
+                                            max_tokens=opts["judge_max_tokens"], batch_size=opts["judge_batch_size"])
+        judge = _LOADED[judge_key]
         cache = cache_root()
         flt = None
         if judge is not None:
@@ -203,9 +212,11 @@ class Mined(Method):
                               depth=opts["judge_depth"])
         generation = None
         if opts["generate"] != "none":
-            generation = Generation(make_generator(opts["generate"], max_new_tokens=opts["generate_max_tokens"],
-                                                   batch_size=opts["judge_batch_size"]), TextCache(cache),
-                                    batch_size=opts["judge_batch_size"])
+            gen_key = json.dumps(["generate", opts["generate"], opts["generate_max_tokens"], opts["judge_batch_size"]])
+            if gen_key not in _LOADED:
+                _LOADED[gen_key] = make_generator(opts["generate"], max_new_tokens=opts["generate_max_tokens"],
+                                                  batch_size=opts["judge_batch_size"])
+            generation = Generation(_LOADED[gen_key], TextCache(cache), batch_size=opts["judge_batch_size"])
         corpus_opt = opts["corpus"]
         corpus_path = corpus_opt.get(src.name) if isinstance(corpus_opt, Mapping) else corpus_opt
         corpus = read_corpus(corpus_path) if corpus_path else None
@@ -216,6 +227,24 @@ class Mined(Method):
         log.info("mining %d rows of %s (%s, k=%d)", len(src.rows), src.name, opts["strategy"], opts["k"])
         mine_rows(src.rows, factory, out, settings, corpus=corpus, progress=True, overwrite=True, judge_filter=flt,
                   generation=generation)
+
+    @staticmethod
+    def _bm25_language(src: TrainingSource, option: Any) -> str:
+        """BM25's analyzer: the option (one code or ``{source: code}``), else the source's language when
+        it has one BM25 knows, else whitespace tokenisation (the ``sw`` analyzer) for mixed sources."""
+        from harness.retrieval.bm25 import resolve_language
+
+        given = option.get(src.name) if isinstance(option, Mapping) else option
+        if given:
+            return str(given)
+        langs = src.language if isinstance(src.language, list) else [src.language]
+        if len(langs) == 1:
+            try:
+                return resolve_language(str(langs[0])).code
+            except ConfigError:
+                pass
+        log.info("BM25 over source %s (languages %s): whitespace tokenisation", src.name, langs)
+        return "sw"
 
     # ------------------------------------------------------------------ stage 2: training
     def train(self, spec: TrainSpec, data: TrainingData, workdir: str | Path):
@@ -251,12 +280,14 @@ class Mined(Method):
 
     @staticmethod
     def _query_embedder(opts: dict[str, Any], spec: TrainSpec):
-        from harness.encoders.hf import load_encoder
+        from harness.retrieval.pool import DenseSource, named_sources
 
         name = opts["topic_model"] or next((r for r in opts["retrievers"] if str(r).lower() != "bm25"), None)
         if name is None:
             raise ConfigError("mined: topics: kmeans needs a dense model (topic_model, or a dense retriever)")
-        encoder = load_encoder(str(name))
+        source = named_sources([str(name)])[0]
+        assert isinstance(source, DenseSource)
+        encoder = source.encoder
         return lambda texts: np.asarray(encoder.encode_queries(texts, progress=False), dtype=np.float32)
 
     def configure(self, ctx) -> None:

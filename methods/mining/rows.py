@@ -190,6 +190,8 @@ def _report(stats: list[dict], settings: MiningSettings) -> dict[str, Any]:
     removed = {r: sum(s.get(r, 0) for s in stats) for r in RULES}
     return {
         "rows": n,
+        "retrieved": int(retrieved),
+        "negatives": int(pools.sum()),
         "candidates_per_query": {"mean": float(cands.mean()) if n else 0.0, "min": int(cands.min()) if n else 0,
                                  "max": int(cands.max()) if n else 0},
         # share of all retrieved documents each rule removed (pool_size: beyond k)
