@@ -218,7 +218,7 @@ class FinishedSuite:
     """The stored results of a finished suite at one scale, by system, replicate and checkpoint."""
 
     def __init__(self, suite: AblationSuite, scale: str, results_root: Any):
-        from harness.ablation.layout import read_summary
+        from harness.ablation.paths import read_summary
 
         self.suite, self.scale, self.root = suite, scale, results_root
         self.config = suite.scale(scale)

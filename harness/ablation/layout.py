@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.ablation.paths import SUMMARY_FILE, cell_result_dir, report_dir
+from harness.ablation.paths import cell_result_dir, read_summary, report_dir  # noqa: F401 (read_summary: re-exported)
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError, InputError
 from harness.io.readers import read_json_object
@@ -190,19 +190,6 @@ def _row_group(raw: Any, variant_ids: set[str], where: str) -> LayoutRowGroup:
 
 
 # ---------------------------------------------------------------------------------------------- locating results
-def read_summary(suite: AblationSuite, scale: str, results_root: str | Path) -> dict[str, Any]:
-    path = report_dir(results_root, suite.name, scale) / SUMMARY_FILE
-    if not path.exists():
-        raise ConfigError(f"{path}: suite {suite.name!r} has no finished results at scale {scale!r} "
-                          f"(run: harness run {suite.name} --scale {scale} --results-root {results_root})")
-    summary = read_json_object(path, "suite summary")
-    cells = summary.get("cells")
-    if not isinstance(cells, list) or not all(isinstance(c, dict) and isinstance(c.get("variant"), str)
-                                              and isinstance(c.get("key"), str) for c in cells):
-        raise InputError(path, "'cells' must be a list of {variant, key} objects; rerun the suite to rewrite it")
-    return summary
-
-
 def train_keys(summary: dict[str, Any]) -> dict[str, str]:
     return {c["variant"]: c["key"] for c in summary["cells"]}
 
