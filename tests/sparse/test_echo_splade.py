@@ -333,3 +333,34 @@ def test_saved_top_k_prunes_unless_overridden(untied, tmp_path):
         assert sorted(kept.row(i)[0].tolist()) == sorted(top)
     with pytest.raises(ConfigError, match="eval_top_k"):
         EchoSplade().resolve_options({"eval_top_k": 0})
+
+
+@pytest.mark.parametrize("lora", [True, False])
+def test_kill_and_resume_reproduces_the_run(untied, tmp_path, lora):
+    from harness.train.logs import read_log
+
+    class Killed(Exception):
+        pass
+
+    class KilledAfterStep3(EchoSplade):
+        name = "echo-splade"
+
+        def on_step_end(self, ctx):
+            super().on_step_end(ctx)
+            if ctx.step == 3:
+                raise Killed
+
+    overrides = {} if lora else {"lora": None}
+    spec, data = spec_for(untied, steps=5, save_every=2, **overrides), make_data()
+    EchoSplade().train(spec, data, tmp_path / "straight")
+    with pytest.raises(Killed):
+        KilledAfterStep3().train(spec, data, tmp_path / "resumed")
+    EchoSplade().train(spec, data, tmp_path / "resumed")                 # from the step-2 checkpoint
+    straight, resumed = (read_log(tmp_path / run / "train_log.jsonl") for run in ("straight", "resumed"))
+    assert [r["step"] for r in resumed] == list(range(1, 6))
+    assert [r["loss"] for r in straight] == [r["loss"] for r in resumed]              # bit-exact, step for step
+    assert [r["method"] for r in straight] == [r["method"] for r in resumed]
+    records = [json.loads((tmp_path / run / "method" / "echo_splade.json").read_text())
+               for run in ("straight", "resumed")]
+    assert records[0]["interpretability"] == records[1]["interpretability"]
+    assert records[1]["frozen_unchanged"] == {"input_embeddings": True, "lm_head": True}
