@@ -19,7 +19,8 @@ IDRO_MODES = ("code", "paper")
 NORM_EPS = 1e-12            # iDROLoss: G / (||G|| + 1e-12)
 
 
-def _vector(name: str, value: torch.Tensor | list[float], k: int | None, like: torch.Tensor | None = None
+def _vector(name: str, value: torch.Tensor | list[float] | list[bool], k: int | None,
+            like: torch.Tensor | None = None
             ) -> torch.Tensor:
     t = torch.as_tensor(value)
     if like is not None:

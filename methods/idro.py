@@ -18,7 +18,9 @@ matched across episodes).
 
 Options (besides the clustering ones of :mod:`methods.clusters`): ``mode`` (``code``/``paper``),
 ``beta`` 0.25, ``rho`` 0.05, ``ema`` 0.1, ``eps`` 0.01, ``tau`` (paper mode; required there:
-about 1000 matches the code's update for K = 50, METHODS.md 2.2).
+about 1000 matches the code's update for K = 50, METHODS.md 2.2), ``cluster_grads`` (``auto``: one
+partial backward for every cluster when the per-sample loss separates, :mod:`methods.dro_grads`;
+``backward``: one partial backward per present cluster, ``ctx.group_gradients``).
 """
 from __future__ import annotations
 
@@ -28,13 +30,16 @@ import torch
 
 from harness.errors import ConfigError
 from harness.method import check_choice, register_method
+from harness.train.batching import TrainBatch
 from methods.clusters import CLUSTER_OPTIONS, ClusterDRO
+from methods.dro_grads import SeparableClusterGradients
 from methods.dro_kernels import IDRO_MODES, idro_step
 
 if TYPE_CHECKING:
     from harness.train.context import LossOutput, TrainContext
 
 __all__ = ["IDRO_MODES", "IDRO", "idro_step"]
+CLUSTER_GRADS = ("auto", "backward")
 
 
 @register_method("idro")
@@ -43,24 +48,40 @@ class IDRO(ClusterDRO):
 
     description = "iDRO: implicit DRO over query clusters, code or paper update (COCO-DR, paper 001)"
     default_options = {**CLUSTER_OPTIONS, "mode": "code", "beta": 0.25, "rho": 0.05, "ema": 0.1, "eps": 0.01,
-                       "tau": None}
+                       "tau": None, "cluster_grads": "auto"}
 
     def init_weights(self, ctx: TrainContext) -> None:
         check_choice(self.name, "mode", ctx.options["mode"], IDRO_MODES)
         if ctx.options["mode"] == "paper" and not (ctx.options["tau"] and float(ctx.options["tau"]) > 0):
             raise ConfigError("method 'idro': mode paper needs a temperature tau > 0 (option tau)")
         self.params = self.cluster_params(ctx)
+        check_choice(self.name, "cluster_grads", ctx.options["cluster_grads"], CLUSTER_GRADS)
+        # One partial backward for all clusters when the loss separates per sample (methods.dro_grads).
+        self.fast = None
+        if ctx.options["cluster_grads"] == "auto" and ctx.options["loss"] == "triplet":
+            self.fast = SeparableClusterGradients(ctx.model, self.params)
         # The code starts from ones (so its first loss is the sum of cluster means); the paper from uniform.
         start = 1.0 if ctx.options["mode"] == "code" else 1.0 / self.k
         self.weights = torch.full((self.k,), start, dtype=torch.float64, device=ctx.device)
 
-    def robust_loss(self, out: LossOutput, means: torch.Tensor, counts: torch.Tensor, present: torch.Tensor,
-                    ctx: TrainContext) -> torch.Tensor:
+    def cluster_gradients(self, out: LossOutput, ctx: TrainContext) -> torch.Tensor:
+        """(K, P) gradients of this rank's cluster-mean losses: one partial backward for all clusters when
+        the loss separates per sample (``cluster_grads: auto``), else one per present cluster."""
+        batch = ctx.batch
+        if self.fast is not None and isinstance(batch, TrainBatch) and not ctx.gradcache \
+                and list(batch.views) == ["query", "passage"]:
+            fast = self.fast.gradients(out.losses.sum(), out.group_ids, [1, batch.passages_per_query], self.k)
+            if fast is not None:
+                return fast
         size = sum(p.numel() for p in self.params)
         grads = torch.zeros(self.k, size, dtype=torch.float32, device=out.losses.device)
         for cluster, grad in ctx.group_gradients(out.losses, out.group_ids, self.params).items():
             grads[cluster] = grad.float()
-        grads = ctx.all_reduce_sum(grads)
+        return grads
+
+    def robust_loss(self, out: LossOutput, means: torch.Tensor, counts: torch.Tensor, present: torch.Tensor,
+                    ctx: TrainContext) -> torch.Tensor:
+        grads = ctx.all_reduce_sum(self.cluster_gradients(out, ctx))
         opts = ctx.options
         tau = float(opts["tau"]) if opts["tau"] else None
         loss, self.weights = idro_step(self.weights, means, grads, present, mode=opts["mode"],
