@@ -235,6 +235,10 @@ class Method:
         dry runs list them and count their compute once per distinct run."""
         return []
 
+    def plan_notes(self, spec: TrainSpec) -> list[str]:
+        """Lines a dry run prints under the run: work besides training and its estimated cost (none by default)."""
+        return []
+
     def frozen_forwards(self, spec: TrainSpec) -> int:
         """Extra no-grad forwards of a same-size frozen model per step of this method's own run."""
         return 0

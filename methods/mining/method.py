@@ -116,6 +116,7 @@ class Mined(Method):
         "judge_max_tokens": None, "generate": "none", "generate_max_tokens": 64, "truth": None,
         "batches": "sampler", "languages": "source", "topics": "kmeans", "n_topics": 12, "topic_threshold": 0.5,
         "topic_model": None, "weights": "none", "language_weight": 0.45, "topic_weight": 0.4,
+        "plan_queries": None, "plan_docs": None,
     }
 
     def __init__(self) -> None:
@@ -142,6 +143,16 @@ class Mined(Method):
             if isinstance(opts[key], bool) or not isinstance(opts[key], int) or opts[key] < 1:
                 raise ConfigError(f"mined: {key} must be a positive integer, got {opts[key]!r}")
         return opts
+
+    def plan_notes(self, spec: TrainSpec) -> list[str]:
+        """The mining estimate of a dry run, for ``plan_queries`` queries over ``plan_docs`` documents
+        (the sizes of data a dry run may not have; :mod:`methods.mining.plan`)."""
+        from methods.mining.plan import describe, mining_estimate
+
+        opts = self.resolve_options(dict(spec.method_options))
+        if not opts["mine"] or not opts["plan_queries"] or not opts["plan_docs"]:
+            return []
+        return [describe(mining_estimate(opts, int(opts["plan_queries"]), int(opts["plan_docs"])))]
 
     # ------------------------------------------------------------------ stage 1: mining
     def mined_data(self, spec: TrainSpec, data: TrainingData, workdir: str | Path) -> TrainingData:
