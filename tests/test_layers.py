@@ -6,8 +6,9 @@ Layers (README, "Architecture"):
   (``harness.method``, ``harness.benchmark``, ``harness.registry``, ...);
 * **plug-ins**: ``methods``, ``suites``, ``reports``: implementations only;
 * **application**: ``harness.__main__``, ``harness.cli``, ``harness.ablation`` (suite runner), ``harness.regression``
-  (``harness check`` against ``suites/expected``) and ``suites.pytest_plugin``; they wire
-  engine and plug-ins together and may import everything.
+  (``harness check`` against ``suites/expected``), ``suites.pytest_plugin`` and ``reports.layouts`` (table layout
+  kinds: they read a finished suite through the runner's files and axes); they wire engine and plug-ins
+  together and may import everything.
 
 Rules: the engine imports no plug-in and no application module; a plug-in imports no
 application module; no two modules import each other, directly or through others.  Imports
@@ -22,7 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "methods", "suites", "reports")
 PLUGINS = ("methods", "suites", "reports")
-APPLICATION = ("harness.__main__", "harness.cli", "harness.ablation", "harness.regression", "suites.pytest_plugin")
+APPLICATION = ("harness.__main__", "harness.cli", "harness.ablation", "harness.regression", "suites.pytest_plugin",
+               "reports.layouts")
 
 
 @dataclass(frozen=True)
