@@ -112,8 +112,10 @@ def retrieve(spec: ModelSpec, loaded: LoadedBenchmark, *, cache_dir: str | Path 
         encoder = build_encoder(spec, card)
         run, info = sparse_search(encoder, ds.corpus, ds.queries, k=card.top_k, backend=spec.sparse_backend,
                                   quantization=spec.quantization, cache_dir=cache_dir)
+        from harness.retrieval.seismic import parse_backend
+
         identity = {**encoder.identity(), "index": spec.sparse_backend}
-        if spec.sparse_backend != "exact":
+        if parse_backend(spec.sparse_backend)[0] == "lucene-impact":   # the only backend that quantises
             identity["quantization"] = spec.quantization
         if details is not None:
             details["sparse"] = info
