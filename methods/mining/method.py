@@ -181,6 +181,9 @@ class Mined(Method):
             entry: dict[str, Any] = {"dir": str(folder), "report": report["report"]}
             mined_rows = read_training_rows(out)
             if opts["truth"]:
+                if not Path(opts["truth"]).is_file():
+                    raise ConfigError(f"mined: truth file {opts['truth']} does not exist (a synthetic world's "
+                                      "truth.json, e.g. synthetic:peg/truth.json)")
                 truth = json.loads(Path(opts["truth"]).read_text(encoding="utf-8"))
                 prov = [json.loads(line) for line in
                         out.with_name(f"{src.name}.provenance.jsonl").read_text(encoding="utf-8").splitlines()]

@@ -76,3 +76,29 @@ def test_filter_precision_and_recall_against_the_truth(tmp_path, peg):
     # the word-overlap rule also votes the planted near-duplicate negatives 2: high recall, low precision
     assert stats["recall"] >= 0.7 and stats["precision"] < 0.05
     assert report["filter"]["removed"] == stats["true_positives"] + stats["false_positives"]
+
+
+@pytest.mark.slow
+def test_tiny_random_causal_lm_as_judge_is_plumbing(tmp_path, peg):
+    """A tiny random Llama (score mode) judges 20 rows x their first 5 candidates: the truth statistics
+    are computed from its votes like any judge's (its precision/recall are noise by design; measured:
+    45 candidates voted out, none of them planted, 1 of the 40 twins among the judged)."""
+    from test_judge_hf import make_tiny_chat_model
+
+    from methods.mining.judge_hf import TransformersJudge
+    from methods.mining.method import _judge_subset
+
+    source, truth = peg
+    judge = TransformersJudge(str(make_tiny_chat_model(tmp_path / "tiny")), mode="score", batch_size=16)
+    flt = JudgeFilter(judge, "keep_zero", VoteCache(tmp_path / "votes"), only_rows=_judge_subset(400, 20, 0),
+                      depth=5)
+    out = tmp_path / "m.jsonl"
+    report = mine_rows(source.rows, lambda c: CandidatePool(named_sources(["hashgram"]), c, depth=20,
+                                                            cache_dir=tmp_path / "cache"),
+                       out, MiningSettings(strategy="naive", k=5), judge_filter=flt)["report"]
+    prov = [json.loads(x) for x in out.with_name("m.provenance.jsonl").read_text().splitlines()]
+    stats = truth_statistics(prov, source.rows, truth)
+    assert report["filter"]["judged"] == 100 and sum(report["filter"]["labels"].values()) == 100
+    assert stats["true_positives"] + stats["false_positives"] == report["filter"]["removed"]
+    assert stats["true_positives"] + stats["false_negatives"] == stats["judged_planted"]
+    print(f"\ntiny random LM judge vs planted truth: {stats}")
