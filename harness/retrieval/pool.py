@@ -325,7 +325,10 @@ class CandidatePool:
             fused, runs = self._mean_cosine(queries, k)
         else:
             runs = [self._search(s, queries, k) for s in self.sources]
-            fused = self._ranx_fuse(runs)
+            found = [r for r in runs if len(r)]      # a source that matched nothing adds nothing
+            if not found:
+                log.warning("no source retrieved any document for %d queries", len(queries))
+            fused = self._ranx_fuse(found) if len(found) > 1 else found[0] if found else runs[0]
         return self._assemble(queries, fused, runs, positives)
 
     def _dense_embeddings(self) -> list[CorpusEmbeddings]:

@@ -118,9 +118,10 @@ def test_memory_is_bounded_by_the_chunk(tmp_path):
     a = SaltEncoder("a")
     encode_corpus(a, CORPUS, tmp_path, progress=False)
 
-    def peak(n: int) -> int:
+    def peak(n: int, chunk: int = 50) -> int:
         qs = Queries([f"m{i}" for i in range(n)], [f"memory query {i}" for i in range(n)])
-        pool = CandidatePool([DenseSource(a, "a")], CORPUS, depth=40, cache_dir=tmp_path / str(n), chunk_size=50)
+        pool = CandidatePool([DenseSource(a, "a")], CORPUS, depth=40, cache_dir=tmp_path / f"{n}-{chunk}",
+                             chunk_size=chunk)
         pool._embeddings = None
         tracemalloc.start()
         for _ in pool.chunks(qs, {}):
@@ -131,6 +132,23 @@ def test_memory_is_bounded_by_the_chunk(tmp_path):
 
     small, large = peak(100), peak(800)
     assert large < 1.3 * small, (small, large)    # 8x the queries, same peak
+    assert peak(800, chunk=800) > 3 * large       # all queries in one chunk: the measurement can tell
+
+
+def test_a_source_that_matches_nothing_adds_nothing_to_a_fusion(tmp_path, monkeypatch):
+    from harness.data.run import Run
+
+    pool = CandidatePool([DenseSource(SaltEncoder("a"), "a"), DenseSource(SaltEncoder("b"), "b")], CORPUS,
+                         depth=8, fusion="rrf", cache_dir=tmp_path)
+    real = pool._search
+    empty = Run.from_arrays([], [], [], name="b")
+    monkeypatch.setattr(pool, "_search", lambda s, q, k: empty if s.name == "b" else real(s, q, k))
+    got = collect(pool, positives={})
+    alone = collect(CandidatePool([DenseSource(SaltEncoder("a"), "a")], CORPUS, depth=8,
+                                  cache_dir=tmp_path / "alone"), positives={})
+    for q in QUERIES.ids:
+        assert list(got[q][0]) == list(alone[q][0])            # source a's ranking, unfused
+        assert np.isnan(got[q][2][:, 1]).all()
 
 
 def test_bad_configuration():
