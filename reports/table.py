@@ -24,6 +24,11 @@ Per column, among rows of kind "data" and "baseline" with a finite numeric value
 that tie at the displayed precision are all bold.  With ``underline_second`` the next distinct
 displayed value is underlined (ties all underlined).  A column with fewer than two candidates
 gets no marking.  ``Cell.bold``/``Cell.underline`` set explicitly are always honoured.
+
+Tables whose *columns* are the systems (datasets as rows, e.g. paper 003's BEIR tables) set
+``best_along="row"``: the best system is then marked within each row of kind "data",
+"baseline" or "average" (the systems' averages are comparable too), over its numeric cells,
+and ``higher_is_better`` must agree across the columns.
 """
 from __future__ import annotations
 
@@ -34,6 +39,8 @@ from typing import TypeGuard
 
 ROW_KINDS = ("data", "baseline", "average", "gain")
 RANKED_KINDS = ("data", "baseline")
+ROW_RANKED_KINDS = ("data", "baseline", "average")   # with best_along="row": every row of systems' values
+BEST_ALONG = ("column", "row")
 MISSING = "–"  # en dash: a cell without a value
 
 
@@ -77,6 +84,7 @@ class Table:
     bold_best: bool = True
     underline_second: bool = False
     row_header: str = ""                   # header over the row-label column, e.g. "Model"
+    best_along: str = "column"             # "column": best row per column; "row": best column (system) per row
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,6 +189,10 @@ def validate(table: Table) -> None:
         raise ValueError(f"duplicate column keys: {', '.join(duplicates)}")
     if table.decimals < 0:
         raise ValueError(f"Table.decimals must be >= 0, got {table.decimals}")
+    if table.best_along not in BEST_ALONG:
+        raise ValueError(f"Table.best_along must be one of {', '.join(BEST_ALONG)}, got {table.best_along!r}")
+    if table.best_along == "row" and len({c.higher_is_better for c in table.columns}) > 1:
+        raise ValueError("best_along='row' compares across columns, so higher_is_better must agree on every column")
     known = set(keys)
     for row in table.rows:
         if row.kind not in ROW_KINDS:
@@ -216,28 +228,37 @@ def emphasis(table: Table) -> dict[tuple[int, str], tuple[bool, bool]]:
                 result[(i, key)] = (cell.bold, cell.underline)
     if not (table.bold_best or table.underline_second):
         return result
-    for column in table.columns:
-        candidates = []
+    groups: list[tuple[bool, list[tuple[tuple[int, str], Decimal]]]] = []
+    if table.best_along == "row":
+        higher = table.columns[0].higher_is_better if table.columns else True
         for i, row in enumerate(table.rows):
-            ranked_cell = row.cells.get(column.key)
-            if row.kind in RANKED_KINDS and ranked_cell is not None:
-                shown = _displayed(table, ranked_cell)
-                if shown is not None:
-                    candidates.append((i, shown))
+            if row.kind in ROW_RANKED_KINDS:
+                groups.append((higher, [((i, c.key), shown) for c in table.columns
+                                        if (shown := _shown(table, row.cells.get(c.key))) is not None]))
+    else:
+        for column in table.columns:
+            groups.append((column.higher_is_better,
+                           [((i, column.key), shown) for i, row in enumerate(table.rows) if row.kind in RANKED_KINDS
+                            and (shown := _shown(table, row.cells.get(column.key))) is not None]))
+    for higher_is_better, candidates in groups:
         if len(candidates) < 2:
             continue
-        ranked = sorted({v for _, v in candidates}, reverse=column.higher_is_better)
+        ranked = sorted({v for _, v in candidates}, reverse=higher_is_better)
         best = ranked[0]
         second = ranked[1] if len(ranked) > 1 else None
-        for i, shown in candidates:
-            bold, underline = result.get((i, column.key), (False, False))
+        for where, shown in candidates:
+            bold, underline = result.get(where, (False, False))
             if table.bold_best and shown == best:
                 bold = True
             if table.underline_second and second is not None and shown == second:
                 underline = True
             if bold or underline:
-                result[(i, column.key)] = (bold, underline)
+                result[where] = (bold, underline)
     return result
+
+
+def _shown(table: Table, cell: Cell | None) -> Decimal | None:
+    return None if cell is None else _displayed(table, cell)
 
 
 def _format_cell(table: Table, row: Row, cell: Cell | None, flags: tuple[bool, bool],

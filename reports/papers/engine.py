@@ -15,12 +15,22 @@ sum of the ε, delta -> ε of the value + ε of the baseline).  With ``d`` raise
   consistent with the printed ones give the printed value; a slip in the paper.
 * ``rounding``: beyond ``0.5·10^-d + 1e-9`` but within the bound above: consistent only if
   the paper computed from unrounded inputs (reported for information).
+  A recomputed value that renders differently from its print at the printed precision
+  (round half up, :func:`reports.table.round_display`) is reported as ``rounding`` even when
+  it lies within half a unit (a tie the paper rounded the other way).
 * ``gap``: a cell lost in the text extraction (``?``), base or derived.
+
+Arithmetic is decimal (:class:`decimal.Decimal`) on the printed digits, so a mean that is
+exactly half-way (004 Table 1's BM25 average, 39.35) renders 39.4 as a person rounding the
+printed numbers would, not 39.3 from a binary sum of 39.3499...  Every regenerated derived
+cell whose rendering differs from its print (``mismatch`` or ``rounding``) carries a note
+with the printed value.
 * ``unrecomputable``: a derived value whose inputs are missing (a gap, a printed dash, text).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
 
 from harness.errors import InputError
 from reports.papers.schema import Derivation, Printed, RowSpec, TableSpec
@@ -48,13 +58,30 @@ class Finding:
 
 @dataclass(frozen=True)
 class Computed:
-    value: float | None
-    epsilon: float = 0.0           # worst-case error from rounded inputs
+    value: Decimal | None          # exact decimal arithmetic on the printed digits
+    epsilon: Decimal = Decimal(0)  # worst-case error from rounded inputs
     missing: str | None = None     # why there is no value
 
+    @property
+    def number(self) -> float | None:
+        return None if self.value is None else float(self.value)
 
-def _half_unit(decimals: int) -> float:
-    return 0.5 * 10.0 ** (-decimals)
+
+TINY = Decimal("1e-9")
+
+
+def _half_unit(decimals: int) -> Decimal:
+    return Decimal(5).scaleb(-decimals - 1)
+
+
+def exact(value: float) -> Decimal:
+    """A printed number (parsed to float) back to its printed digits (the shortest repr round-trips)."""
+    return Decimal(repr(float(value)))
+
+
+def render(value: Decimal, decimals: int) -> Decimal:
+    """``value`` rounded half up at ``decimals`` digits, as the regenerated table shows it."""
+    return value.quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_UP)
 
 
 class Recomputer:
@@ -70,7 +97,7 @@ class Recomputer:
     def is_derived(self, i: int, j: int) -> bool:
         return self.spec.rows[i].derive is not None or self.spec.columns[j].derive is not None
 
-    def _eps(self, printed: Printed) -> float:
+    def _eps(self, printed: Printed) -> Decimal:
         return _half_unit(max(printed.decimals or 0, self.spec.verify_decimals))
 
     def value(self, i: int, j: int) -> Computed:
@@ -97,8 +124,8 @@ class Recomputer:
         return result
 
     def _base(self, printed: Printed) -> Computed:
-        if printed.kind == "number":
-            return Computed(printed.value, self._eps(printed))
+        if printed.kind == "number" and printed.value is not None:
+            return Computed(exact(printed.value), self._eps(printed))
         reason = {"gap": "lost in the text extraction", "dash": "printed as a dash", "text": "not a number"}
         return Computed(None, missing=f"{printed.text!r} is {reason[printed.kind]}")
 
@@ -122,40 +149,52 @@ def _combine(derive: Derivation, operands: list[tuple[str, Computed]]) -> Comput
     values = [c.value for c in present if c.value is not None]   # all of them (present has values only)
     eps = [c.epsilon for c in present]
     if derive.op == "mean":
-        return Computed(sum(values) / len(values), sum(eps) / len(eps))
+        return Computed(sum(values, Decimal(0)) / len(values), sum(eps, Decimal(0)) / len(eps))
     if derive.op == "sum":
-        return Computed(sum(values), sum(eps))
+        return Computed(sum(values, Decimal(0)), sum(eps, Decimal(0)))
     return Computed(values[0] - values[1], eps[0] + eps[1])
 
 
 def _check(spec: TableSpec, row: RowSpec, column_key: str, part: str, printed_text: str | None,
            printed_value: float | None, printed_decimals: int | None, computed: Computed) -> Finding | None:
     """Compare one derived value with its print."""
-    def finding(kind: str, message: str, difference=None, tolerance=None) -> Finding:
-        return Finding(spec.ref, row.id, column_key, part, kind, printed_text, computed.value, difference,
-                       tolerance, message)
+    def finding(kind: str, message: str, difference: Decimal | None = None,
+                tolerance: Decimal | None = None) -> Finding:
+        return Finding(spec.ref, row.id, column_key, part, kind, printed_text, computed.number,
+                       None if difference is None else float(difference),
+                       None if tolerance is None else float(tolerance), message)
 
     if printed_text == "?":
         if computed.value is None:
             return finding("gap", f"{part} lost in the text extraction and not recomputable ({computed.missing})")
-        return finding("gap", f"{part} lost in the text extraction; recomputed {computed.value:.6g}")
+        return finding("gap", f"{part} lost in the text extraction; recomputed {computed.number:.6g}")
     if printed_value is None:
         return None   # nothing printed to compare with (a printed dash, or a delta the paper does not print)
     if computed.value is None:
         return finding("unrecomputable", f"printed {printed_text} but cannot recompute: {computed.missing}")
     decimals = max(printed_decimals or 0, spec.verify_decimals)
-    difference = computed.value - printed_value
-    strict = _half_unit(decimals) + 1e-9
+    printed = exact(printed_value)
+    difference = computed.value - printed
+    strict = _half_unit(decimals) + TINY
     tolerance = strict + computed.epsilon
+    shown = render(computed.value, printed_decimals or 0)
+    rendered_differs = shown != render(printed, printed_decimals or 0)
     if abs(difference) > tolerance:
-        return finding("mismatch", f"printed {printed_text}, recomputed {computed.value:.6g} "
-                                   f"(off by {difference:+.6g}; rounding allows ±{tolerance - 1e-9:.3g})",
+        return finding("mismatch", f"printed {printed_text}, recomputed {_g(computed.value)} "
+                                   f"(off by {_g(difference, True)}; rounding allows ±{_g(tolerance - TINY)})",
                        difference, tolerance)
     if abs(difference) > strict:
-        return finding("rounding", f"printed {printed_text}, recomputed {computed.value:.6g} (off by "
-                                   f"{difference:+.6g}: consistent only with unrounded inputs, "
-                                   f"within ±{tolerance - 1e-9:.3g})", difference, tolerance)
+        return finding("rounding", f"printed {printed_text}, recomputed {_g(computed.value)} (off by "
+                                   f"{_g(difference, True)}: consistent only with unrounded inputs, "
+                                   f"within ±{_g(tolerance - TINY)})", difference, tolerance)
+    if rendered_differs:
+        return finding("rounding", f"printed {printed_text}, recomputed {_g(computed.value)} renders {shown} "
+                                   "(half-way: the paper rounded the other way)", difference, tolerance)
     return None
+
+
+def _g(value: Decimal, signed: bool = False) -> str:
+    return format(float(value), "+.6g" if signed else ".6g")
 
 
 def verify(spec: TableSpec) -> list[Finding]:
@@ -209,10 +248,11 @@ def to_table(spec: TableSpec) -> Table:
             notes: list[str] = []
             if rec.is_derived(i, j):
                 computed = rec.value(i, j)
-                value: float | str | None = computed.value
                 decimals = printed.decimals if printed.kind == "number" else spec.decimals
+                # the float nearest the exact decimal: reports.table rounds its repr half up, as render() does
+                value: float | str | None = computed.number
                 finding = by_cell.get((row.id, column.key, "value"))
-                if finding is not None and finding.kind == "mismatch":
+                if finding is not None and finding.kind in ("mismatch", "rounding"):
                     notes.append(f"printed {printed.text}")
                 if computed.value is None:
                     value = printed.value if printed.kind == "number" else ("?" if printed.kind == "gap" else None)
@@ -229,9 +269,9 @@ def to_table(spec: TableSpec) -> Table:
             any_gap = any_gap or value == "?"
             delta = None
             if row.delta_vs is not None and isinstance(value, float):
-                delta = rec.delta(i, j).value
+                delta = rec.delta(i, j).number
                 finding = by_cell.get((row.id, column.key, "delta"))
-                if finding is not None and finding.kind == "mismatch":
+                if finding is not None and finding.kind in ("mismatch", "rounding"):
                     notes.append(f"printed delta {printed.delta_text}")
             cells[column.key] = Cell(value, delta=delta, marks=printed.marks, decimals=decimals,
                                      note="; ".join(notes) or None)
@@ -253,4 +293,5 @@ def to_table(spec: TableSpec) -> Table:
         bold_best=spec.bold_best,
         underline_second=spec.underline_second,
         row_header=spec.row_header,
+        best_along=spec.best_along,
     )

@@ -98,6 +98,7 @@ class TableSpec:
     columns: tuple[ColumnSpec, ...]
     rows: tuple[RowSpec, ...]
     path: Path
+    best_along: str = "column"     # "row" in tables whose columns are the systems (reports.table.Table)
 
     def row(self, row_id: str) -> RowSpec:
         return next(r for r in self.rows if r.id == row_id)
@@ -213,7 +214,7 @@ def _derivation(obj: object, path: Path, line: int, in_row: bool) -> Derivation:
 
 
 _TABLE_KEYS = {"schema", "table", "caption", "source", "decimals", "verify_decimals", "bold_best",
-               "underline_second", "row_header", "legend", "notes", "columns", "rows"}
+               "underline_second", "row_header", "legend", "notes", "columns", "rows", "best_along"}
 _COLUMN_KEYS = {"key", "label", "group", "higher_is_better", "derive"}
 _ROW_KEYS = {"id", "label", "group", "kind", "printed_label", "delta_vs", "derive", "cells"}
 
@@ -266,13 +267,21 @@ def load_table_spec(path: Path, paper: PaperSpec) -> TableSpec:
 
     columns = _columns(doc, path)
     rows = _rows(doc, path, columns, marks, legend)
+    best_along = _str(doc, "best_along", path, default="column")
+    if best_along not in ("column", "row"):
+        raise InputError(path, f"best_along must be 'column' (best row per column) or 'row' (best column per "
+                               f"row, for tables whose columns are systems), got {best_along!r}",
+                         _line(doc, "best_along"))
+    if best_along == "row" and len({c.higher_is_better for c in columns}) > 1:
+        raise InputError(path, "best_along 'row' compares across columns: higher_is_better must agree on all "
+                               "columns", _line(doc, "best_along"))
     spec = TableSpec(
         paper=paper, number=number, caption=_str(doc, "caption", path, required=True),
         source_lines=source_lines, context=context,
         decimals=_int(doc, "decimals", path, default=1), verify_decimals=_int(doc, "verify_decimals", path, default=0),
         bold_best=_bool(doc, "bold_best", path, True), underline_second=_bool(doc, "underline_second", path, False),
         row_header=_str(doc, "row_header", path, default=""), legend=legend, notes=tuple(notes),
-        columns=columns, rows=rows, path=path,
+        columns=columns, rows=rows, path=path, best_along=best_along,
     )
     _check_references(spec, path)
     return spec

@@ -40,7 +40,7 @@ def test_latex_to_file(tmp_path, capsys):
     tex = out_file.read_text(encoding="utf-8")
     assert tex.count(r"\begin{table}") == 2 and r"\label{tab:mistral-splade-table2}" in tex
     assert tex.startswith("% Paper 003 (mistral-splade), Table 1\n\\begin{table}")
-    assert r"Touché-2020 & 36.7 & 26.3" in tex
+    assert r"Touché-2020 & \textbf{36.7} & 26.3" in tex     # the best system of the row (columns are systems)
 
 
 def test_errors_exit_2(tmp_path, capsys, monkeypatch):
