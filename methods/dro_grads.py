@@ -11,10 +11,11 @@ gradients of those modules separate exactly:
 * one ``autograd.grad`` of the *sum* of the per-sample losses w.r.t. those outputs gives every
   token's output gradient ``g`` (a partial backward through the chosen blocks only); the gradient
   at the tokens of sample i's sequences is the gradient of ``l_i`` alone;
-* with ``S[k, s] = [cluster(s) = k] / n_k`` (a sequence's cluster is its sample's), the gradients of
-  the K cluster means are ``Σ_s S[k,s] Σ_t g_st x_st^T`` (Linear weight), ``Σ S g`` (biases) and
-  ``Σ S g ⊙ x̂`` with ``x̂ = (y - b) / w`` (LayerNorm weight): every sequence enters once, so the
-  whole (K, P) matrix costs about one weight-gradient pass, whatever K.
+* a sequence's cluster is its sample's; the gradient of cluster k's mean loss is
+  ``Σ_{s∈k} Σ_t g_st x_st^T / n_k`` (Linear weight), ``Σ g / n_k`` (biases) and ``Σ g ⊙ x̂ / n_k`` with
+  ``x̂ = (y - b) / w`` (LayerNorm weight), one matrix product per present cluster over its own
+  sequences: every sequence enters once, so the whole (K, P) matrix costs about one
+  weight-gradient pass, whatever K.
 
 The result equals ``ctx.group_gradients`` (tested); anything the separation does not cover (other
 parameter types, a loss with in-batch negatives, forwards that do not match the batch) is
@@ -89,9 +90,8 @@ class SeparableClusterGradients:
             outputs = [y for m in self.modules for _, y in calls[id(m)]]      # type: ignore[union-attr]
             found = iter(torch.autograd.grad(total_loss, outputs, retain_graph=True, allow_unused=True))
             counts = torch.bincount(sample_clusters, minlength=k).clamp(min=1).float()
-            scale = torch.nn.functional.one_hot(seq_cluster, k).T.float() / counts[:, None]   # (K, n_seq)
-            per_module = {id(m): self._module_grads(m, calls[id(m)], found, scale)  # type: ignore[arg-type]
-                          for m in self.modules}
+            per_module = {id(m): self._module_grads(m, calls[id(m)], found, seq_cluster,  # type: ignore[arg-type]
+                                                    counts, k) for m in self.modules}
         finally:
             self.clear()
         rows = []
@@ -102,29 +102,34 @@ class SeparableClusterGradients:
 
     @staticmethod
     def _module_grads(module: nn.Module, calls: list[tuple[torch.Tensor, torch.Tensor]], found: Any,
-                      scale: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Per-cluster gradients of one module's weight and bias from its calls' inputs/outputs/grads."""
-        acc: dict[str, torch.Tensor] = {}
-
-        def add(name: str, value: torch.Tensor) -> None:
-            acc[name] = acc[name] + value if name in acc else value
-
+                      seq_cluster: torch.Tensor, counts: torch.Tensor, k: int) -> dict[str, torch.Tensor]:
+        """Per-cluster gradients of one module's weight and bias from its calls' inputs, outputs and output
+        gradients: one matrix product per present cluster over its own sequences (each sequence once)."""
+        is_linear = isinstance(module, nn.Linear)
+        params = dict(module.named_parameters(recurse=False))
+        weight = params["weight"]
+        acc = {"weight": torch.zeros(k, *weight.shape, device=weight.device)}
+        if "bias" in params:
+            acc["bias"] = torch.zeros(k, *params["bias"].shape, device=weight.device)
         start = 0
         for x, y in calls:
             g = next(found)
             n = y.shape[0]
-            s = scale[:, start:start + n].to(device=y.device)                 # (K, n)
+            clusters = seq_cluster[start:start + n].to(y.device)
             start += n
             if g is None:
                 continue
             g32 = g.float().reshape(n, -1, g.shape[-1])                        # (n, T, out)
-            if isinstance(module, nn.Linear):
+            if is_linear:
                 x32 = x.float().reshape(n, -1, x.shape[-1])
-                add("weight", torch.einsum("ks,sto,sti->koi", s, g32, x32))
             else:
-                params = dict(module.named_parameters(recurse=False))
                 bias = params["bias"].float() if "bias" in params else 0.0
-                x_hat = (y.float().reshape(n, -1, y.shape[-1]) - bias) / params["weight"].float()
-                add("weight", torch.einsum("ks,sto,sto->ko", s, g32, x_hat))
-            add("bias", torch.einsum("ks,sto->ko", s, g32))
+                x32 = (y.float().reshape(n, -1, y.shape[-1]) - bias) / weight.float()    # x-hat
+            for c in torch.unique(clusters).tolist():
+                rows = clusters == c
+                gc = g32[rows].reshape(-1, g32.shape[-1]) / counts[c]
+                xc = x32[rows].reshape(-1, x32.shape[-1])
+                acc["weight"][c] += gc.T @ xc if is_linear else (gc * xc).sum(dim=0)
+                if "bias" in acc:
+                    acc["bias"][c] += gc.sum(dim=0)
         return acc
