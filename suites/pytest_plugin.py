@@ -20,7 +20,11 @@ _RUNS: dict[tuple[str, str], object] = {}
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ablation suites")
     group.addoption("--scale", default="tiny", help="scale of the ablation suites (tiny, small, paper)")
-    group.addoption("--ablation-results", default="results", help="results root shared with `harness run`")
+    # Written "--ablation-results=DIR": pytest finds its rootdir and ini file before any plugin or conftest
+    # can register an option, so in "--ablation-results DIR" the unknown option's DIR is taken for a test path
+    # (rootdir DIR, no pyproject settings, nothing collected) whenever DIR exists.  No registration can avoid it.
+    group.addoption("--ablation-results", default="results", metavar="DIR",
+                    help="results root shared with `harness run`; write --ablation-results=DIR (with '=')")
 
 
 def _suite_files() -> dict[str, Path]:
