@@ -1,9 +1,10 @@
 """The HTML report of a finished suite: locate its files and write ``<report dir>/html/``.
 
-:mod:`reports.html` renders; this module knows the results-root layout (:mod:`harness.ablation.paths`):
-the stable ``results/<variant>/<benchmark>`` folders, the evaluation cells holding the runs, the
-suite's PNG plots.  The suite runner calls :func:`write_runner_html` when it writes the tables, and
-``harness table suite NAME --html`` calls :func:`write_suite_html`.
+:mod:`reports.html` renders; this module knows the results-root layout (:mod:`harness.ablation.paths`)
+and the suite axes (:mod:`harness.ablation.axes`): the stable ``results/<replicate>[@step=<n>]/<benchmark>``
+folders of every system, seed replicate and checkpoint, the evaluation cells holding the runs, the
+suite's PNG plots (sweeps, learning curves).  The suite runner calls :func:`write_runner_html` when it
+writes the tables, and ``harness table suite NAME --html`` calls :func:`write_cli_html`.
 """
 from __future__ import annotations
 

@@ -252,8 +252,7 @@ def per_query_groups(inputs: SuiteInputs, data: Mapping[str, Any],
             if sid not in runs:
                 runs[sid] = _run_groups(inputs.run_files.get((sid, bench.id)), shown)
         missing_runs = sorted(s for s, r in runs.items() if r is None)
-        replicated = sorted(s.label for s in inputs.systems
-                            if len(inputs.result_dirs.get((s.id, bench.id), [])) > 1)
+        replicated = {s.id for s in inputs.systems if len(inputs.result_dirs.get((s.id, bench.id), [])) > 1}
         doc_ids = {d for r in runs.values() if r for q in shown for d, _ in _top_docs(r, q)}
         documents = texts.documents(doc_ids) if texts else {}
         queries = texts.queries if texts else {}
@@ -264,9 +263,10 @@ def per_query_groups(inputs: SuiteInputs, data: Mapping[str, Any],
             if missing_runs:
                 group_note = (group_note + " " if group_note else "") + \
                     f"No stored run for {', '.join(missing_runs)}: retrieved documents not shown."
-            if replicated:
+            averaged = [s.label for s in (base, system) if s.id in replicated]
+            if averaged:
                 group_note = (group_note + " " if group_note else "") + \
-                    f"{', '.join(replicated)}: per-query values are means over seed replicates; documents are " \
+                    f"{' and '.join(averaged)}: per-query values are means over seed replicates; documents are " \
                     "those of the first replicate's run."
             shown_texts = (queries, documents, qrels)
             groups.append(PerQueryGroup(
