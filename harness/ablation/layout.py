@@ -144,7 +144,11 @@ def load_layout(suite: AblationSuite, scale: str, name: str | None = None) -> Ta
         raise ConfigError(f"{where} {name!r} has no columns at scale {scale!r}")
     variant_ids = {v.id for v in suite.variants}
     columns = [_column(c, kind_impl.columns, variant_ids, f"{where} {name!r}") for c in columns_raw]
-    rows = [_row_group(r, variant_ids, f"{where} {name!r}") for r in (raw.get("rows") or [])]
+    from harness.ablation.axes import suite_systems
+
+    # rows may also name one point of a swept variant (its system id, e.g. "k-means@k=4")
+    row_ids = variant_ids | {s.id for s in suite_systems(suite)}
+    rows = [_row_group(r, row_ids, f"{where} {name!r}") for r in (raw.get("rows") or [])]
     if kind_impl.needs_rows and not rows:
         rows = [LayoutRowGroup(None, [v.id for v in suite.variants])]
     options = raw.get("options") or {}

@@ -194,3 +194,12 @@ def test_results_layout_rows_expand_to_sweep_points_with_mean_sd(tmp_path):
     assert cell.value == _text(np.mean(values), np.std(values, ddof=1)) and cell.marks == ("†",)
     assert table.rows[2].cells["All/ndcg@10"].value == pytest.approx(0.3)     # BM25: one run, a number
     assert cell.bold and "averaged over the seeds" in render_markdown(table)
+
+
+def test_results_layout_rows_may_name_one_sweep_point(tmp_path):
+    root = _finished(tmp_path)
+    layout = {"rows": ["u@lr=0.2"], "columns": [{"benchmark": "one", "metric": "ndcg@10"}]}
+    table = render_layout(_suite({"r": layout}), "tiny", root, "r")
+    assert [r.label for r in table.rows] == ["U (lr=0.1)", "U (lr=0.2)"]     # the baseline row is added
+    with pytest.raises(ConfigError, match="unknown variant"):
+        load_layout(_suite({"r": {**layout, "rows": ["u@lr=0.3"]}}), "tiny", "r")
