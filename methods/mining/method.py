@@ -310,9 +310,12 @@ class Mined(Method):
                               "whole); train without accelerate's several processes")
 
     def _epoch(self, epoch: int, size: int, seed: int) -> list[list[int]]:
+        """Epoch ``epoch``'s batches (the current and the first epoch are kept)."""
         if epoch not in self._epochs:
-            self._epochs = {epoch: language_topic_batches(self._languages, self._topics, size, shuffle=True,
-                                                          seed=seed + epoch)}
+            keep = {e: b for e, b in self._epochs.items() if e == 0}
+            keep[epoch] = language_topic_batches(self._languages, self._topics, size, shuffle=True,
+                                                 seed=seed + epoch)
+            self._epochs = keep
         return self._epochs[epoch]
 
     def make_batch(self, examples: list[tuple[int, int]], ctx, micro_index: int):

@@ -209,3 +209,17 @@ def test_truth_statistics_count_the_planted_false_negatives():
                      "false_positives": 1, "false_negatives": 1, "precision": 0.5, "recall": 0.5}
     plain = truth_statistics([{"negatives": [{"doc_id": t0}]}, {"negatives": [{"doc_id": n1}]}], rows, truth)
     assert plain == {"planted": 2, "planted_selected": 1}
+
+
+def test_epochs_follow_with_the_next_seed(tiny):
+    method = get_method("mined")
+    data = TrainingData([make_source()])
+    s = spec(tiny, mine=False, batches="language_topic", languages="column:lang", topics="column:topic")
+    method._prepare_batches(s, data, method.resolve_options(dict(s.method_options)))
+    langs = [r.meta["lang"] for r in data.sources[0].rows]
+    tops = [r.meta["topic"] for r in data.sources[0].rows]
+    first = method._epoch(0, 4, s.seed)
+    second = method._epoch(1, 4, s.seed)
+    assert second == language_topic_batches(langs, tops, 4, seed=s.seed + 1) != first
+    assert len(second) == len(first) == 5          # en: 12 rows -> 3 batches of 4; fr: 6 rows -> 4 + 2
+    assert method._epoch(0, 4, s.seed) is first     # the first epoch stays cached
