@@ -257,3 +257,20 @@ def test_replicate_table_shows_mean_sd_of_datasets_and_nested_aggregates():
     b = per_seed("B", "b")
     assert table.rows[0].cells["b/ndcg@10"].value == f"{b.mean() * 100:.1f} ± {np.std(b, ddof=1) * 100:.1f}"
     assert "Replicates per row: 3." in table.notes[-1]
+
+
+def test_a_missing_checkpoint_is_refused_with_the_folder_to_delete(tmp_path):
+    from harness.ablation.runner import SuiteRun
+    from harness.train.result import Checkpoint
+
+    suite = _with_variant({"checkpoints": [4]})
+    runner = SuiteRun(suite, "tiny", tmp_path, load_data=False)
+    cell = next(c for c in runner.train_cells if c.variant.id == "axis")
+    final = Checkpoint(path=tmp_path / "final", workdir=runner.train_dir(cell), method="uniform", step=16,
+                       spec_fingerprint="s", data_fingerprint="d")
+    with pytest.raises(ConfigError, match="kept no checkpoint of step 4.*delete"):
+        runner.checkpoint_at(cell, final, 4)
+    model = runner.train_dir(cell) / "checkpoints" / "step-00000004" / "model"
+    model.mkdir(parents=True)
+    at = runner.checkpoint_at(cell, final, 4)
+    assert (at.path, at.step, at.method) == (model, 4, "uniform")
