@@ -100,6 +100,14 @@ def _names(value: Any, option: str, layout: TableLayout, known: set[str]) -> lis
     return list(value)
 
 
+def _fraction(value: float, values: list[float], log: bool = False) -> float:
+    """Where ``value`` lies between the smallest and largest of ``values`` (0..1; 0.5 when they are equal)."""
+    low, high = min(values), max(values)
+    if log:
+        value, low, high = math.log(value), math.log(low), math.log(high)
+    return 0.5 if high == low else (value - low) / (high - low)
+
+
 @register_layout_kind("tradeoff")
 class TradeoffLayout(LayoutKind):
     """A metric against a sparsity statistic, one point per variant (see the module docstring)."""
@@ -216,17 +224,30 @@ class TradeoffLayout(LayoutKind):
         line = [by_id[v] for v in layout.options.get("line", []) if v in by_id]
         if len(line) > 1:
             ax.plot([p.stats[x] for p in line], [p.metric for p in line], color="0.6", linewidth=1.2, zorder=1)
-        for p in points:
-            marker, colour = ("s", "C3") if p.variant == suite.baseline else \
-                ("o", "C0") if p in line else ("D", "C2")
-            ax.scatter([p.stats[x]], [p.metric], marker=marker, color=colour, s=36, zorder=2)
-            ax.annotate(p.label, (p.stats[x], p.metric), textcoords="offset points", xytext=(5, 4), fontsize=7)
         xs = [p.stats[x] for p in points]
         log_x = layout.options.get("log_x", "auto")
         if log_x is True or (log_x == "auto" and min(xs) > 0 and max(xs) / min(xs) > AUTO_LOG_RATIO):
             if min(xs) <= 0:
                 raise ConfigError(f"layout {layout.name!r}: log_x needs positive {x} values, got {min(xs)}")
             ax.set_xscale("log")
+        # Points closer than this (axes fractions) share one label, their names one per line.
+        clusters: list[tuple[float, float, TradeoffPoint, list[str]]] = []
+        ys = [p.metric for p in points]
+        for p in points:
+            marker, colour = ("s", "C3") if p.variant == suite.baseline else \
+                ("o", "C0") if p in line else ("D", "C2")
+            ax.scatter([p.stats[x]], [p.metric], marker=marker, color=colour, s=36, zorder=2)
+            fx, fy = _fraction(p.stats[x], xs, ax.get_xscale() == "log"), _fraction(p.metric, ys)
+            near = next((c for c in clusters if abs(fx - c[0]) < 0.12 and abs(fy - c[1]) < 0.07), None)
+            if near is None:
+                clusters.append((fx, fy, p, [p.label]))
+            else:
+                near[3].append(p.label)
+        for fx, _fy, p, names in clusters:
+            right = fx > 0.7                         # labels of the rightmost points go to their left
+            ax.annotate("\n".join(names), (p.stats[x], p.metric), textcoords="offset points", fontsize=7,
+                        xytext=(-6 if right else 6, -4), ha="right" if right else "left", va="top")
+        ax.margins(x=0.08, y=0.08)
         bench = {b.id: b.label for b in suite.scale(scale).benchmarks}.get(column.benchmark, column.benchmark)
         ax.set_xlabel(STATISTICS[x][1])
         ax.set_ylabel(f"{metric_label(column.metric)} ({bench})")

@@ -171,3 +171,16 @@ def test_the_splade_suite_declares_a_valid_tradeoff_layout_at_every_scale():
         layout = load_layout(suite, scale, "lambda")
         assert len(layout.columns) == 1 and layout.columns[0].metric == "ndcg@10"
         assert set(layout.options["line"]) <= set(layout.options["variants"])
+
+
+def test_points_that_coincide_share_one_label(tmp_path):
+    root = _finished(tmp_path)
+    # lambda a's result on "one" rewritten with the baseline's numbers: the two points coincide.
+    target = cell_result_dir(report_dir(root, "lsr", "tiny"), "lam-a", "one")
+    write_result(target, run=Run.from_arrays(["q1", "q2"], ["d1", "d2"], [1.0, 0.5]),
+                 evaluation=EvaluationResult(["q1", "q2"], {"ndcg@10": np.array(NDCG[("base", "one")])}),
+                 card=ProtocolCard(suite="synthetic", dataset="one", metrics=("ndcg@10",)),
+                 manifest={"model": "lam-a", "sparse": {"sparsity": SPARSITY[("base", "one")]}})
+    ax = layout_figure(_suite(LAYOUT), "tiny", root, "lambda").axes[0]
+    assert len(ax.collections) == 3                                   # every point is drawn
+    assert [t.get_text() for t in ax.texts] == ["lambda b", "lambda a\nSPLADE"]
