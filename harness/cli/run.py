@@ -75,68 +75,104 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dry_run(suite, args) -> int:
+    """Print the plan: text, or with ``--format json`` one JSON object (cells, dependencies, benchmarks)."""
     from harness.ablation.cells import content_key, train_run_config
     from harness.ablation.resolve import resolve_data_entry, unresolved
     from harness.ablation.runner import SuiteRun
     from harness.method import get_method
 
+    lines: list[str] = []
     cfg = suite.scale(args.scale)
     # Keys need the data fingerprint (hashing the data files, no weights loaded); only data behind an
     # unset placeholder (a paper scale planned elsewhere) goes without, and its keys are marked so.
     entries = [resolve_data_entry(e) for e in cfg.data]
     has_data = not any(unresolved(e) for e in entries)
     runner = SuiteRun(suite, args.scale, args.results_root, args.cache_dir, load_data=has_data)
-    print(f"suite {suite.name} v{suite.version} at scale {args.scale}: {len(runner.train_cells)} training cells x "
-          f"{len(cfg.benchmarks)} benchmarks; baseline {suite.baseline}; metrics {', '.join(suite.metrics)}")
-    print(f"training data: {', '.join(map(str, cfg.data))}"
-          + ("" if has_data
-             else " (not available here: keys marked * leave the data out and differ from a real run's)"))
+    plan: dict = {"suite": suite.name, "version": suite.version, "scale": args.scale, "baseline": suite.baseline,
+                  "metrics": list(suite.metrics), "training_data": [str(d) for d in cfg.data],
+                  "data_available": has_data, "cells": [], "benchmarks": []}
+    lines.append(f"suite {suite.name} v{suite.version} at scale {args.scale}: {len(runner.train_cells)} training "
+                 f"cells x {len(cfg.benchmarks)} benchmarks; baseline {suite.baseline}; metrics "
+                 f"{', '.join(suite.metrics)}")
+    lines.append(f"training data: {', '.join(map(str, cfg.data))}"
+                 + ("" if has_data
+                    else " (not available here: keys marked * leave the data out and differ from a real run's)"))
     total_hours = 0.0
     seen = {cell.key: cell.variant.id for cell in runner.train_cells}
     counted: set[str] = set()
     for cell in runner.train_cells:
         status = "done" if runner.is_trained(cell) else "pending"
         mark = "" if has_data or not cell.trains else "*"
+        entry: dict = {"variant": cell.variant.id, "method": cell.method, "key": cell.key, "status": status,
+                       "key_without_data": bool(mark), "dependencies": []}
+        plan["cells"].append(entry)
         line = f"  {cell.variant.id:<24} method={cell.method:<10} key={cell.key}{mark} [{status}]"
         if cell.trains:
             method = get_method(cell.method)
             line += _describe(cell.train_spec)
+            entry["train"] = _describe_dict(cell.train_spec)
             if cell.steps:
                 line += f" checkpoints={','.join(map(str, cell.steps))}"
+                entry["checkpoints"] = list(cell.steps)
             estimate = _estimate(cell.train_spec, method.frozen_forwards(cell.train_spec))
             if estimate is not None and cell.key not in counted:
                 total_hours += estimate
                 line += f" ~{estimate:.1f} GPU-h"
+                entry["gpu_hours"] = round(estimate, 3)
             counted.add(cell.key)
-            print(line)
+            lines.append(line)
             # Runs the method trains first (e.g. tDRO's reference and stage 1), each counted once.
             for dep in method.planned_dependencies(cell.train_spec):
                 key = content_key(train_run_config(dep.method, dep.spec, cell.data_fingerprint))
                 if key in seen:
-                    print(f"    <- {dep.label}: key={key}, shared with {seen[key]}")
+                    lines.append(f"    <- {dep.label}: key={key}, shared with {seen[key]}")
+                    entry["dependencies"].append({"label": dep.label, "key": key, "shared_with": seen[key]})
                     continue
                 seen[key] = f"{cell.variant.id}/{dep.label}"
                 done = (runner.root / "cells" / "train" / key / "done.json").exists()
                 dep_line = f"    <- {dep.label}: method={dep.method} key={key} [{'done' if done else 'pending'}]"
                 dep_line += _describe(dep.spec)
+                dep_entry: dict = {"label": dep.label, "method": dep.method, "key": key,
+                                   "status": "done" if done else "pending", "train": _describe_dict(dep.spec)}
                 estimate = _estimate(dep.spec, dep.frozen_forwards)
                 if estimate is not None:
                     total_hours += estimate
                     dep_line += f" ~{estimate:.1f} GPU-h"
-                print(dep_line)
+                    dep_entry["gpu_hours"] = round(estimate, 3)
+                entry["dependencies"].append(dep_entry)
+                lines.append(dep_line)
         else:
-            print(line)
+            lines.append(line)
     for b in cfg.benchmarks:
-        print(f"  benchmark {b.id:<20} suite={b.suite:<10} {b.dataset_dir}")
+        # the metrics the benchmark's card is asked for: those its options name, then the suite's
+        named = [str(m) for m in (b.options.get("metrics") or [])]
+        metrics = list(dict.fromkeys([*named, *suite.metrics]))
+        shown = ",".join(metrics) + ("" if named else " (+ the protocol's own)")
+        lines.append(f"  benchmark {b.id:<20} suite={b.suite:<10} {b.dataset_dir} metrics={shown}")
+        plan["benchmarks"].append({"id": b.id, "suite": b.suite, "dataset_dir": str(b.dataset_dir),
+                                   "options": {k: v for k, v in b.options.items()}, "metrics": metrics,
+                                   "protocol_metrics_added": not named})
     if has_data and not cfg.dry_run_only:
         # Evaluation keys need the benchmarks' protocol cards: load the data (no model).
         stored = sum(runner.is_evaluated(c) for c in runner.eval_cells)
-        print(f"evaluations: {stored} of {len(runner.eval_cells)} stored"
-              + ("" if stored < len(runner.eval_cells) else " (the table can be rebuilt without compute)"))
+        plan["evaluations"] = {"stored": stored, "total": len(runner.eval_cells)}
+        lines.append(f"evaluations: {stored} of {len(runner.eval_cells)} stored"
+                     + ("" if stored < len(runner.eval_cells) else " (the table can be rebuilt without compute)"))
     if total_hours:
-        print(f"estimated training compute: {total_hours:.1f} GPU-hours "
-              "(H100-class, 40% MFU; see harness/train/plan.py)")
+        plan["estimated_gpu_hours"] = round(total_hours, 3)
+        lines.append(f"estimated training compute: {total_hours:.1f} GPU-hours "
+                     "(H100-class, 40% MFU; see harness/train/plan.py)")
+    if args.format == "json":
+        print(json.dumps(plan, indent=2, ensure_ascii=False, default=str))
+    else:
+        print("\n".join(lines))
     return 0
+
+
+def _describe_dict(s) -> dict:
+    return {"model": s.model, "steps": s.steps, "batch_size": s.batch_size, "grad_accum": s.grad_accum,
+            "n_hard_negatives": s.n_hard_negatives, "sampling": s.sampling, "lr": s.lr,
+            "query_max_length": s.query_max_length, "doc_max_length": s.doc_max_length, "lora": s.lora is not None}
 
 
 def _describe(s) -> str:

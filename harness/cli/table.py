@@ -123,6 +123,7 @@ def run_paper(args: argparse.Namespace) -> int:
 def run_suite_table(args: argparse.Namespace) -> int:
     from harness.ablation import load_suite
     from harness.ablation.layout import layout_figure, layout_names, render_layout
+    from harness.ablation.paths import report_dir
     from harness.io import atomic_write_text
     from reports.latex import render_latex
     from reports.markdown import render_markdown
@@ -133,6 +134,12 @@ def run_suite_table(args: argparse.Namespace) -> int:
         names, default = layout_names(suite)
         for name in names:
             print(f"{name}{' (default)' if name == default else ''}")
+        if not names:
+            # Say so rather than print nothing: without layouts there is only the suite's own table.
+            where = report_dir(args.results_root, suite.name, args.scale) / "table.md"
+            print(f"suite {suite.name!r} declares no table layouts (no 'table:' section with 'layouts' in its "
+                  f"file), so `harness table suite {suite.name}` has nothing to render and refuses; its table "
+                  f"is the one `harness run {suite.name} --scale {args.scale}` prints and writes to {where}")
         return 0
     if args.html:
         from harness.ablation.html_report import write_cli_html
