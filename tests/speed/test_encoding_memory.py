@@ -42,6 +42,8 @@ corpus = Corpus([f"s{i}" for i in range(n)], [""] * n, texts)
 del source, passages, picks
 encoder = HFEncoder(model, batch_size=64, doc_max_length=256, pooling="mean", normalize=True)
 encoder._load()
+import torch
+torch.set_num_threads(1)                 # the memory, not the speed, is measured: one thread is enough
 
 def status(key):
     for line in open("/proc/self/status"):
