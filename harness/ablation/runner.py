@@ -96,6 +96,10 @@ class SuiteRun:
     def is_trained(self, cell: TrainCell) -> bool:
         return not cell.trains or (self.train_dir(cell) / "done.json").exists()
 
+    def is_trained_key(self, key: str) -> bool:
+        """Whether the training run (a cell or a dependency) of ``key`` has finished."""
+        return (train_cell_dir(self.root, key) / "done.json").exists()
+
     def is_evaluated(self, cell: EvalCell) -> bool:
         return is_result_dir(self.eval_dir(cell))
 

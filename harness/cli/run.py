@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from harness.cli._types import positive_int
 from harness.errors import ConfigError
 
 
@@ -38,6 +39,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("markdown", "latex", "json"), default="markdown")
     p.add_argument("--list", action="store_true", help="list the suites shipped with the project")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    grid = p.add_argument_group("running the grid elsewhere (harness/ablation/executors.py)")
+    grid.add_argument("--executor", choices=("local", "submitit", "ray"), default=None,
+                      help="run cells, dependencies and evaluations as separate jobs, wave by wave: local "
+                           "(subprocesses), submitit (Slurm job arrays; local subprocesses without Slurm; extra "
+                           "'cluster') or ray (extra 'ray'); default: in this process")
+    grid.add_argument("--workers", type=positive_int, default=1, help="jobs at a time (Slurm: array parallelism)")
+    grid.add_argument("--emit-cells", action="store_true",
+                      help="print the grid as JSON (keys, dependencies, kind, command, GPU-hour estimates) for "
+                           "any scheduler to run with `harness run-cell`; runs nothing")
+    grid.add_argument("--executor-folder", type=Path, default=None,
+                      help="submitit's job logs (default: <results-root>/submitit/<suite>/<scale>)")
+    grid.add_argument("--timeout-min", type=positive_int, default=24 * 60, help="per-job time limit (submitit)")
+    grid.add_argument("--gpus-per-job", type=int, default=1, help="GPUs per job on Slurm or Ray")
+    grid.add_argument("--slurm-partition", default=None, help="Slurm partition of the jobs")
     p.set_defaults(func=run)
 
 
@@ -57,15 +72,44 @@ def run(args: argparse.Namespace) -> int:
     suite = load_validated(args.suite, args.scale, dry_run=args.dry_run)
     if args.dry_run:
         return _dry_run(suite, args)
+    if args.emit_cells or args.executor:
+        return _grid(suite, args)
     outcome = run_suite(suite, args.scale, args.results_root, shard=args.shard, only=args.only,
                         cache_dir=args.cache_dir, progress=not args.no_progress, validate=False)
     if not outcome.main_process:
         print(f"suite {suite.name} ({args.scale}): training done; {outcome.pending[0]}", file=sys.stderr)
         return 0
+    return _print_outcome(suite, args, outcome)
+
+
+def _grid(suite, args) -> int:
+    """``--emit-cells`` (print the units) or ``--executor`` (run them as jobs, then build the table here)."""
+    from harness.ablation.executors import GridOptions, build_units, emit_cells, run_grid, select_cells, suite_argument
+    from harness.ablation.runner import SuiteRun
+
+    runner = SuiteRun(suite, args.scale, args.results_root, args.cache_dir, progress=not args.no_progress)
+    units = build_units(runner, select_cells(runner, args.shard, args.only))
+    suite_arg = suite_argument(args.suite)
+    if args.emit_cells:
+        print(json.dumps(emit_cells(runner, units, suite_arg), indent=2, ensure_ascii=False))
+        return 0
+    options = GridOptions(suite_arg, args.scale, args.results_root.resolve(),
+                          args.cache_dir.resolve() if args.cache_dir else None, workers=args.workers,
+                          folder=args.executor_folder, timeout_min=args.timeout_min,
+                          gpus_per_job=args.gpus_per_job, slurm_partition=args.slurm_partition)
+    run_grid(runner, units, args.executor, options, progress=lambda m: print(m, file=sys.stderr))
+    return _print_outcome(suite, args, runner.report(), runner)
+
+
+def _print_outcome(suite, args, outcome, runner=None) -> int:
     if not outcome.complete:
         print(f"suite {suite.name} ({args.scale}): {len(outcome.pending)} cell(s) still pending "
               f"(other shards or --only): {', '.join(outcome.pending[:6])}", file=sys.stderr)
         return 0
+    if runner is not None:
+        from harness.ablation.runner import _write_json_lock
+
+        _write_json_lock(runner)
     if args.format == "json":
         print(json.dumps(outcome.summary, indent=2, ensure_ascii=False))
     else:

@@ -1,0 +1,389 @@
+"""Suite grids as a graph of units that any scheduler can run: locally, through submitit (Slurm job
+arrays, local subprocesses without Slurm) or Ray.
+
+A suite at one scale expands into three kinds of *units*, each keyed by its content key:
+
+``dependency``  a run a method trains before its own (tDRO's reference and stage 1, a COCO-pretrained
+                model, ...), from :meth:`harness.method.Method.planned_dependencies`;
+``train``       a training cell (after its dependencies);
+``eval``        an evaluation cell (after its training cell).
+
+A unit's dependencies come from the same planner the dry run prints; :func:`waves` orders units into
+waves whose members need only earlier waves.  Every unit is run by :func:`run_unit` (``harness
+run-cell KEY``), which goes through the runner's claims (:mod:`harness.io.claims`): whatever runs the
+units (executors, static shards, concurrent ``harness run`` processes), each run is trained once.
+
+Why units and not whole cells: a scheduler sees each GPU job, its estimate and what it waits for, and
+a dependency shared by several cells is one job, not a race.  The table is always built by the
+process that launched the grid (:meth:`harness.ablation.runner.SuiteRun.report`).
+"""
+from __future__ import annotations
+
+import logging
+import shlex
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.ablation.cells import TrainCell, shard_filter
+from harness.ablation.runner import SuiteRun
+from harness.errors import ConfigError
+from harness.keys import content_key, train_run_config
+
+log = logging.getLogger("harness.ablation")
+
+EXECUTORS = ("local", "submitit", "ray")
+KINDS = ("dependency", "train", "eval")
+
+
+@dataclass
+class Unit:
+    """One schedulable piece of a suite: a dependency run, a training cell or an evaluation cell."""
+
+    key: str
+    kind: str                       # one of KINDS
+    label: str                      # who it is for humans: variant, variant/dependency, variant x benchmark
+    method: str | None
+    depends_on: list[str] = field(default_factory=list)
+    gpu_hours: float | None = None
+    done: bool = False
+    # what run_unit needs (not serialised)
+    cell: Any = None                # TrainCell (train, dependency owner) or EvalCell
+    dependency: Any = None          # harness.method.PlannedRun of a dependency unit
+
+
+def build_units(runner: SuiteRun, cells: Sequence[TrainCell] | None = None, *,
+                evaluations: bool = True) -> list[Unit]:
+    """The units of ``cells`` (default: every training cell of the run), dependencies before the runs
+    that need them; ``evaluations=False`` leaves the eval cells out (they need the benchmarks loaded)."""
+    from harness.method import get_method
+
+    cells = list(runner.train_cells if cells is None else cells)
+    units: dict[str, Unit] = {}
+    train_keys = {c.key for c in runner.train_cells if c.trains}
+    for cell in cells:
+        if not cell.trains or cell.key in units:
+            continue
+        method = get_method(cell.method)
+        needs: list[str] = []
+        for dep in method.planned_dependencies(cell.train_spec):
+            key = content_key(train_run_config(dep.method, dep.spec, cell.data_fingerprint))
+            if key not in units and key not in train_keys:
+                # methods list their dependencies in the order they train them: each may build on the earlier
+                units[key] = Unit(key, "dependency", f"{cell.variant.id}/{dep.label}", dep.method, list(needs),
+                                  estimate_gpu_hours(dep.spec, dep.frozen_forwards),
+                                  runner.is_trained_key(key), cell, dep)
+            if key not in needs:
+                needs.append(key)
+        units[cell.key] = Unit(cell.key, "train", cell.variant.id, cell.method, needs,
+                               estimate_gpu_hours(cell.train_spec, method.frozen_forwards(cell.train_spec)),
+                               runner.is_trained(cell), cell)
+    for cell in cells:
+        # a dependency that is also a cell of the suite (not selected here) still comes first
+        for key in units.get(cell.key, Unit("", "", "", None)).depends_on:
+            if key not in units and key in train_keys:
+                other = next(c for c in runner.train_cells if c.key == key)
+                units.update({u.key: u for u in build_units(runner, [other], evaluations=False)})
+    if evaluations:
+        selected = {c.key for c in cells}
+        for ec in runner.eval_cells:
+            if ec.train.key not in selected or ec.key in units:
+                continue
+            units[ec.key] = Unit(ec.key, "eval", f"{ec.id} x {ec.benchmark.id}", ec.train.method,
+                                 [ec.train.key] if ec.train.trains else [], None, runner.is_evaluated(ec), ec)
+    return _topological(list(units.values()))
+
+
+def _topological(units: list[Unit]) -> list[Unit]:
+    by_key = {u.key: u for u in units}
+    order: list[Unit] = []
+    state: dict[str, int] = {}
+
+    def visit(u: Unit) -> None:
+        if state.get(u.key) == 2:
+            return
+        if state.get(u.key) == 1:
+            raise ConfigError(f"units depend on each other in a cycle at {u.label} ({u.key})")
+        state[u.key] = 1
+        for k in u.depends_on:
+            if k in by_key:
+                visit(by_key[k])
+        state[u.key] = 2
+        order.append(u)
+
+    for u in units:
+        visit(u)
+    return order
+
+
+def waves(units: Sequence[Unit]) -> list[list[Unit]]:
+    """Units grouped so that each wave needs only units of earlier waves (finished units count as wave 0)."""
+    level: dict[str, int] = {}
+    for u in _topological(list(units)):
+        level[u.key] = 1 + max((level.get(k, -1) for k in u.depends_on), default=-1)
+    out: list[list[Unit]] = [[] for _ in range(1 + max(level.values(), default=-1))]
+    for u in units:
+        out[level[u.key]].append(u)
+    return out
+
+
+def estimate_gpu_hours(spec, frozen_forwards: int = 0) -> float | None:
+    """GPU-hours of a run (harness/train/plan.py), plus 2 FLOPs/param/token per frozen forward; None when
+    the model's size cannot be read (e.g. a synthetic model)."""
+    from harness.train.plan import compute_estimate, estimate_parameters, read_model_config
+
+    try:
+        cfg = read_model_config(spec.model)
+    except (ConfigError, OSError):
+        return None
+    params = estimate_parameters(cfg) if cfg else None
+    if not params:
+        return None
+    estimate = compute_estimate(spec, params["non_embedding"])
+    return float(estimate["gpu_hours"] * (1 + 2 * frozen_forwards / estimate["flops_per_param_token"]))
+
+
+# ---------------------------------------------------------------------- running one unit
+def run_unit(runner: SuiteRun, unit: Unit) -> None:
+    """Run one unit in this process (claimed: a unit someone else runs is waited for and reused)."""
+    from harness.method import get_method
+
+    if unit.kind == "train":
+        runner.train(unit.cell)
+    elif unit.kind == "eval":
+        runner.evaluate(unit.cell)
+    elif unit.kind == "dependency":
+        from harness.ablation.resolve import require_resolved
+        from harness.data.collections import load_training_data
+
+        cell: TrainCell = unit.cell
+        require_resolved(cell.data_entries, f"cell {cell.variant.id}: training data")
+        owner = get_method(cell.method)
+        owner.cells_root = runner.root / "cells" / "train"
+        data = load_training_data(cell.data_entries)
+        if owner.run_key(unit.method or "", unit.dependency.spec, data) != unit.key:
+            raise ConfigError(f"dependency {unit.label}: its data changed since the plan was made ({unit.key})")
+        owner.train_dependency(unit.dependency.method, unit.dependency.spec.replace(progress=runner.progress),
+                               data, runner.train_dir(cell))
+    else:  # pragma: no cover - KINDS is closed
+        raise ConfigError(f"unknown unit kind {unit.kind!r}")
+
+
+def find_unit(runner: SuiteRun, key: str) -> Unit:
+    """The unit of ``key`` in the run (a key prefix of 8+ characters is enough if it is unique)."""
+    found: list[Unit] = []
+    for evaluations in (False, True):       # eval cells need the benchmarks loaded: only if needed
+        units = build_units(runner, evaluations=evaluations)
+        exact = [u for u in units if u.key == key]
+        found = exact or ([u for u in units if u.key.startswith(key)] if len(key) >= 8 else [])
+        if found:
+            break
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise ConfigError(f"no cell or dependency with key {key!r} in suite {runner.suite.name!r} at scale "
+                          f"{runner.scale!r} (harness run {runner.suite.name} --emit-cells lists them)")
+    raise ConfigError(f"key prefix {key!r} matches {len(found)} units; give more of it")
+
+
+# ---------------------------------------------------------------------- commands
+def cell_command(suite_arg: str, scale: str, results_root: Path, cache_dir: Path | None, key: str) -> list[str]:
+    """The ``harness run-cell`` command line of one unit (the current interpreter, so any environment works)."""
+    cmd = [sys.executable, "-m", "harness", "run-cell", key, "--suite", suite_arg, "--scale", scale,
+           "--results-root", str(results_root), "--no-progress"]
+    if cache_dir is not None:
+        cmd += ["--cache-dir", str(cache_dir)]
+    return cmd
+
+
+def suite_argument(name_or_path: str) -> str:
+    """A suite argument that works from any directory: a shipped suite's name, else an absolute path."""
+    path = Path(name_or_path)
+    return str(path.resolve()) if path.suffix else str(name_or_path)
+
+
+def emit_cells(runner: SuiteRun, units: Sequence[Unit], suite_arg: str) -> dict[str, Any]:
+    """The grid as JSON for an outside scheduler: units in a runnable order with their dependencies,
+    waves, GPU-hour estimates and the command that runs each; ``report_command`` builds the table last."""
+    root = runner.root.resolve()
+    cache = runner.cache_dir.resolve() if runner.cache_dir else None
+    grouped = waves(units)
+    wave_of = {u.key: i for i, wave in enumerate(grouped) for u in wave}
+    cells = []
+    for u in units:
+        cmd = cell_command(suite_arg, runner.scale, root, cache, u.key)
+        cells.append({"key": u.key, "kind": u.kind, "label": u.label, "method": u.method,
+                      "depends_on": list(u.depends_on), "wave": wave_of[u.key],
+                      "gpu_hours": None if u.gpu_hours is None else round(u.gpu_hours, 3),
+                      "status": "done" if u.done else "pending", "command": cmd, "shell": shlex.join(cmd)})
+    report = [sys.executable, "-m", "harness", "run", suite_arg, "--scale", runner.scale,
+              "--results-root", str(root), "--no-progress"] + (["--cache-dir", str(cache)] if cache else [])
+    hours = [u.gpu_hours for u in units if u.gpu_hours is not None and u.kind != "eval"]
+    return {"schema": "harness.cells/1", "suite": runner.suite.name, "version": runner.suite.version,
+            "scale": runner.scale, "results_root": str(root), "cells": cells,
+            "waves": [[u.key for u in wave] for wave in grouped],
+            "estimated_gpu_hours": round(sum(hours), 3) if hours else None,
+            "report_command": report, "report_shell": shlex.join(report)}
+
+
+# ---------------------------------------------------------------------- executors
+@dataclass
+class GridOptions:
+    suite_arg: str
+    scale: str
+    results_root: Path
+    cache_dir: Path | None
+    workers: int = 1
+    folder: Path | None = None       # submitit's logs and pickles (default: <results root>/submitit)
+    timeout_min: int = 24 * 60
+    gpus_per_job: int = 1
+    slurm_partition: str | None = None
+
+
+def run_grid(runner: SuiteRun, units: Sequence[Unit], executor: str, options: GridOptions,
+             progress: Callable[[str], None] | None = None) -> None:
+    """Run every pending unit wave by wave on ``executor``; raise naming the units that failed."""
+    if executor not in EXECUTORS:
+        raise ConfigError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
+    if options.workers < 1:
+        raise ConfigError(f"--workers {options.workers}: expected >= 1")
+    submit = {"local": _local, "submitit": _submitit, "ray": _ray}[executor]
+    if executor == "ray":
+        _require_ray()
+    say = progress or (lambda message: log.info("%s", message))
+    for i, wave in enumerate(waves(units), start=1):
+        pending = [u for u in wave if not u.done and not _finished(runner, u)]
+        if not pending:
+            continue
+        say(f"wave {i}: {len(pending)} unit(s) on {executor} ({', '.join(sorted({u.kind for u in pending}))})")
+        start = time.perf_counter()
+        failures = submit(runner, pending, options)
+        if failures:
+            lines = "; ".join(f"{u.label} ({u.kind} {u.key[:12]}): {why}" for u, why in failures)
+            raise ConfigError(f"{len(failures)} unit(s) failed in wave {i}: {lines}")
+        say(f"wave {i} done in {time.perf_counter() - start:.1f}s")
+
+
+def _finished(runner: SuiteRun, unit: Unit) -> bool:
+    if unit.kind == "eval":
+        return runner.is_evaluated(unit.cell)
+    return runner.is_trained_key(unit.key)
+
+
+Failures = list[tuple[Unit, str]]
+
+
+def _local(runner: SuiteRun, units: list[Unit], options: GridOptions) -> Failures:
+    """One worker: in this process; more: ``harness run-cell`` subprocesses, ``workers`` at a time."""
+    if options.workers == 1:
+        for u in units:
+            run_unit(runner, u)
+        return []
+    import subprocess
+
+    def one(u: Unit) -> tuple[Unit, str] | None:
+        cmd = cell_command(options.suite_arg, options.scale, options.results_root, options.cache_dir, u.key)
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        sys.stderr.write(done.stderr)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+            return u, last
+        return None
+
+    with ThreadPoolExecutor(max_workers=options.workers) as pool:
+        return [f for f in pool.map(one, units) if f is not None]
+
+
+def run_cell_job(suite_arg: str, scale: str, results_root: str, cache_dir: str | None, key: str) -> str:
+    """The function a submitit/Ray job runs: one unit by key, in a fresh process (or on another node)."""
+    from harness.ablation.validate import load_validated
+
+    suite = load_validated(suite_arg, scale)
+    runner = SuiteRun(suite, scale, results_root, cache_dir, progress=False)
+    unit = find_unit(runner, key)
+    run_unit(runner, unit)
+    return unit.key
+
+
+def _submitit(runner: SuiteRun, units: list[Unit], options: GridOptions) -> Failures:
+    """A job array per wave through submitit's AutoExecutor: Slurm where ``sbatch`` is found, else local
+    subprocesses (at most ``workers`` at a time)."""
+    try:
+        import submitit
+    except ImportError:
+        raise ConfigError("--executor submitit needs the optional extra 'cluster' "
+                          "(pip install 'retrieval-harness[cluster]', or scripts/setup.sh --dev)") from None
+    folder = options.folder or options.results_root / "submitit" / runner.suite.name / runner.scale
+    executor = submitit.AutoExecutor(folder=str(folder))
+    params: dict[str, Any] = {"name": f"harness-{runner.suite.name}", "timeout_min": options.timeout_min}
+    if executor.cluster == "slurm":
+        params.update(slurm_array_parallelism=options.workers, gpus_per_node=options.gpus_per_job)
+        if options.slurm_partition:
+            params["slurm_partition"] = options.slurm_partition
+        batches = [units]
+    else:
+        # the local executor starts every job of an array at once: hand it `workers` at a time
+        batches = [units[i:i + options.workers] for i in range(0, len(units), options.workers)]
+    executor.update_parameters(**params)
+    failures: Failures = []
+    root, cache = str(options.results_root), str(options.cache_dir) if options.cache_dir else None
+    for batch in batches:
+        jobs = executor.map_array(run_cell_job, [options.suite_arg] * len(batch), [options.scale] * len(batch),
+                                  [root] * len(batch), [cache] * len(batch), [u.key for u in batch])
+        for u, job in zip(batch, jobs):
+            log.info("%s %s: %s job %s", u.kind, u.label, executor.cluster, job.job_id)
+        for u, job in zip(batch, jobs):
+            try:
+                job.result()
+            except Exception as exc:  # noqa: BLE001 - a job's error is reported with its unit
+                lines = str(exc).strip().splitlines()
+                failures.append((u, f"{lines[-1] if lines else type(exc).__name__} (logs in {folder})"))
+    return failures
+
+
+def _require_ray():
+    try:
+        import ray  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        raise ConfigError("--executor ray needs the optional extra 'ray' (pip install 'retrieval-harness[ray]'); "
+                          "it is not installed by scripts/setup.sh") from None
+    return ray
+
+
+def _ray(runner: SuiteRun, units: list[Unit], options: GridOptions) -> Failures:
+    """Ray tasks per wave on the cluster ``ray.init()`` finds (``RAY_ADDRESS``), else a local one."""
+    ray = _require_ray()
+    if not ray.is_initialized():
+        ray.init()
+    task = ray.remote(num_gpus=options.gpus_per_job if _cluster_gpus(ray) else 0)(run_cell_job)
+    root, cache = str(options.results_root), str(options.cache_dir) if options.cache_dir else None
+    failures: Failures = []
+    for i in range(0, len(units), options.workers):
+        batch = units[i:i + options.workers]
+        refs = [task.remote(options.suite_arg, options.scale, root, cache, u.key) for u in batch]
+        for u, ref in zip(batch, refs):
+            try:
+                ray.get(ref)
+            except Exception as exc:  # noqa: BLE001
+                failures.append((u, str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__))
+    return failures
+
+
+def _cluster_gpus(ray) -> bool:
+    return float(ray.cluster_resources().get("GPU", 0)) > 0
+
+
+def select_cells(runner: SuiteRun, shard: tuple[int, int] = (1, 1), only: list[str] | None = None) -> list[TrainCell]:
+    """The training cells of ``--shard`` and ``--only`` (as :func:`harness.ablation.runner.run_suite`)."""
+    cells = shard_filter(runner.train_cells, shard)
+    if only:
+        names = {n for c in runner.train_cells for n in (c.variant.id, c.system, c.declared)}
+        unknown = sorted(set(only) - names)
+        if unknown:
+            raise ConfigError(f"--only names unknown variant(s): {', '.join(unknown)}")
+        cells = [c for c in cells if {c.variant.id, c.system, c.declared} & set(only)]
+    return cells
