@@ -114,3 +114,55 @@ class ClusterWeightsLayout(LayoutKind):
         variant = layout.columns[0].benchmark
         trace = read_trace(trace_path(suite, scale, results_root, variant))
         return cluster_weight_figure(trace, layout.caption or suite.variant(variant).label)
+
+
+DATASET_ROWS_OPTIONS = ("metric", "labels")
+
+
+@register_layout_kind("dataset-rows")
+class DatasetRowsLayout(LayoutKind):
+    """Datasets as rows, variants as columns (paper 001's Tables 2 and 7): one metric, every benchmark of the
+    scale, then its aggregates; values and markers are those of the ``results`` table of the same variants
+    (paired tests against the suite's baseline, the suite's correction over the cells shown).
+
+    Options: ``metric`` (default: the suite's first metric), ``labels`` ({variant id: column label}, e.g.
+    ``{coco-idro: Full, coco: -iDRO, idro: -COCO}``)."""
+
+    columns = "variant"
+
+    def check(self, layout: TableLayout, suite: AblationSuite, scale: str) -> None:
+        unknown = sorted(set(layout.options) - set(DATASET_ROWS_OPTIONS))
+        if unknown:
+            raise ConfigError(f"layout {layout.name!r}: unknown option(s) {', '.join(unknown)}; options: "
+                              f"{', '.join(DATASET_ROWS_OPTIONS)}")
+        labels = layout.options.get("labels") or {}
+        if not isinstance(labels, dict) or set(labels) - {c.benchmark for c in layout.columns}:
+            raise ConfigError(f"layout {layout.name!r}: option labels must map the layout's column variants to "
+                              "labels")
+
+    def render(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
+        from harness.ablation.layout import LayoutColumn, LayoutRowGroup
+        from reports.table import Column, Row, Table
+
+        metric = str(layout.options.get("metric") or suite.metrics[0])
+        cfg = suite.scale(scale)
+        variants = [c.benchmark for c in layout.columns]
+        names = [b.id for b in cfg.benchmarks] + list(cfg.aggregates)
+        inner = TableLayout(layout.name, "results", layout.caption, [LayoutColumn(n, metric) for n in names],
+                            [LayoutRowGroup(None, variants)], layout.decimals)
+        table = results_table(suite, scale, results_root, inner)
+        by_label = {r.label: r for r in table.rows}
+        variant_labels = {v.id: v.label for v in suite.variants}
+        shown = dict(layout.options.get("labels") or {})
+        columns = [Column(v, str(shown.get(v, variant_labels[v]))) for v in variants]
+        bench_labels = {b.id: b.label for b in cfg.benchmarks}
+        rows = []
+        for name in names:
+            key = f"{name}/{metric}"
+            cells = {v: by_label[variant_labels[v]].cells[key] for v in variants
+                     if key in by_label[variant_labels[v]].cells}
+            kind = "average" if name in cfg.aggregates else "data"
+            rows.append(Row(bench_labels.get(name, name), cells, kind=kind))
+        return Table(columns=columns, rows=rows, caption=table.caption, label=f"tab:{suite.name}-{layout.name}-{scale}",
+                     legend=table.legend, notes=table.notes, decimals=table.decimals, scale=table.scale,
+                     bold_best=False, row_header="Dataset")

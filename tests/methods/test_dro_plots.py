@@ -93,3 +93,15 @@ def test_cluster_weights_layout_refuses_two_variants_or_a_method_without_cluster
     other.raw["table"]["layouts"]["weights-heatmap"]["columns"] = ["idro"]
     with pytest.raises(ConfigError, match="trained by 'uniform', which keeps no cluster weights"):
         load_layout(other, "tiny", "weights-heatmap")
+
+
+def test_dataset_rows_layout_refuses_unknown_options_and_labels():
+    suite = load_suite("coco_dr")
+    assert load_layout(suite, "tiny", "table2").options["labels"]["coco"] == "-iDRO"
+    bad = copy.deepcopy(suite)
+    bad.raw["table"]["layouts"]["table2"]["options"] = {"metric": "ndcg@10", "colour": "red"}
+    with pytest.raises(ConfigError, match="unknown option\\(s\\) colour; options: metric, labels"):
+        load_layout(bad, "tiny", "table2")
+    bad.raw["table"]["layouts"]["table2"]["options"] = {"labels": {"coco-greedy": "x"}}
+    with pytest.raises(ConfigError, match="labels must map the layout's column variants"):
+        load_layout(bad, "tiny", "table2")

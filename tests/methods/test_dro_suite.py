@@ -140,6 +140,11 @@ def test_tiny_suite_planted_effects(request, capsys):
     target = rows["+COCO"].cells["cjk_qa/ndcg@10"]
     assert target.delta > 0.1 and GAIN_MARK in target.marks    # COCO on the target corpus helps the target
     assert layout_figure(suite, "tiny", root, "weights-heatmap").axes[0].images
+    table2 = render_layout(suite, "tiny", root, "table2")             # paper 001, Table 2: datasets as rows
+    assert [c.label for c in table2.columns] == ["Full", "-iDRO", "-COCO", "-COCO -iDRO"]
+    assert [r.label for r in table2.rows][-2:] == ["cjk_qa (target)", "Source"]
+    assert table2.rows[4].cells["coco"].value == target.value
+    assert len(render_layout(suite, "tiny", root, "table7").columns) == 3
     with capsys.disabled():
         print("\nhard-cluster weight share per stretch:", {v: [round(s, 3) for s in x] for v, x in shares.items()})
         print("latin_synonyms nDCG@10 delta vs baseline:",
