@@ -62,7 +62,9 @@ class MiningSettings:
     percent: float = 0.9
     pos_agg: str = "min"
     seed: int = 0
-    min_pool: int = 7          # a pool smaller than this is under-full (sampled with replacement later)
+    # A pool smaller than min(min_pool, k) is under-full: a training step draws 7 negatives (paper 004)
+    # and samples such a pool with replacement; a pool of k < 7 is full when it holds k.
+    min_pool: int = 7
 
     def check(self, pool: CandidatePool) -> None:
         if self.strategy not in STRATEGIES:
@@ -199,7 +201,7 @@ def _report(stats: list[dict], settings: MiningSettings) -> dict[str, Any]:
         "removed": removed,
         "pool_fill": float(pools.mean() / settings.k) if n else 0.0,
         "full_pools": int((pools >= settings.k).sum()),
-        "under_full_pools": int((pools < settings.min_pool).sum()),
+        "under_full_pools": int((pools < min(settings.min_pool, settings.k)).sum()),
         "empty_pools": int((pools == 0).sum()),
     }
 

@@ -6,8 +6,8 @@ training cell (the mining report of every training source, summed over sources) 
 * From Retrieval / From LLM: the share of the final negatives retrieved for the query itself or for an
   LLM-generated query (negative generation);
 * Eliminated: the share of the retrieved candidates the false-negative filter removed;
-* Pool fill: negatives per query over ``k``; Under-full pools: rows with fewer than the 7 negatives a
-  training step samples;
+* Pool fill: negatives per query over ``k``; Under-full pools: rows with fewer than min(7, k) negatives
+  (a training step samples 7);
 * with a synthetic world's truth (option ``truth`` of the method): the filter's precision and recall
   against the planted false negatives, and the planted false negatives left among the negatives.
 
