@@ -10,6 +10,8 @@ from pathlib import Path
 
 from harness.cli._types import positive_int
 from harness.protocol import BM25_TIES
+from harness.retrieval.impact import QUANTIZATIONS
+from harness.retrieval.sparse import BACKENDS as SPARSE_BACKENDS
 
 DEFAULT_METRICS = ("ndcg@10", "recall@100", "mrr@10", "map", "p@10", "success@10")
 BM25_K1, BM25_B = 0.9, 0.4
@@ -20,8 +22,6 @@ DTYPES = ("fp32", "bf16", "fp16")
 BACKENDS = ("torch", "int8")
 BM25_ONLY = ("k1", "b", "bm25_ties")
 SPARSE_ONLY = ("sparse_backend", "quantization")
-SPARSE_BACKENDS = ("exact", "lucene-impact")
-QUANTIZATIONS = ("pyserini", "splade")
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +76,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--index", default=None,
                    help="faiss index factory string (Flat, HNSW32, IVF1024,Flat, ...; default Flat)")
     p.add_argument("--top-k", type=positive_int, default=None, help="run depth (default: the card's, 1000)")
-    p.add_argument("--sparse-backend", choices=SPARSE_BACKENDS, default=None,
-                   help="retrieval backend for a sparse (term-weight) model: exact scipy dot products (default) "
-                        "or Lucene impact search through Pyserini")
-    p.add_argument("--quantization", choices=QUANTIZATIONS, default=None,
-                   help="impact quantisation for --sparse-backend lucene-impact: pyserini = round(w/5*256) "
-                        "(default), splade = rint(w*100)")
+    p.add_argument("--sparse-backend", type=sparse_backend, default=None, metavar="BACKEND[:KEY=VALUE,...]",
+                   help=f"retrieval backend for a sparse (term-weight) model, one of {', '.join(SPARSE_BACKENDS)}: "
+                        "exact scipy dot products (default), Lucene impact search through Pyserini, or seismic "
+                        "(approximate; index options inline, e.g. seismic:query_cut=20)")
+    p.add_argument("--quantization", choices=tuple(QUANTIZATIONS), default=None,
+                   help="impact quantisation for --sparse-backend lucene-impact (ignored by the other backends): "
+                        + "; ".join(f"{k} = {v}" for k, v in QUANTIZATIONS.items()) + " (default pyserini)")
     # None defaults tell "given" from "default", to warn about options the model ignores.
     p.add_argument("--k1", type=float, default=None, help=f"BM25 k1 (default {BM25_K1})")
     p.add_argument("--b", type=float, default=None, help=f"BM25 b (default {BM25_B})")
@@ -146,14 +147,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def sparse_backend(text: str) -> str:
+    """``--sparse-backend`` checked as the pipeline will use it (harness.retrieval.sparse.check_backend):
+    a known backend, seismic's inline options valid and its extra installed, before any compute."""
+    from harness.errors import ConfigError
+    from harness.retrieval.sparse import check_backend
+
+    try:
+        check_backend(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} ({exc})") from None
+    return text
+
+
 def warn_ignored_options(args: argparse.Namespace, lexical: bool, sparse: bool = False) -> list[str]:
     """Log one warning per given option that the model does not use (dense options with
     BM25, ``--k1``/``--b`` with a dense model, sparse options with a non-sparse one); returns the options named."""
     unused: tuple[str, ...] = (DENSE_ONLY + ENCODING + SPARSE_ONLY if lexical
                                else BM25_ONLY + ("index", "normalize") + ENCODING if sparse
                                else BM25_ONLY + SPARSE_ONLY)
-    if sparse and args.sparse_backend != "lucene-impact":
-        unused += ("quantization",)
+    if sparse and (args.sparse_backend or "exact").split(":", 1)[0] != "lucene-impact":
+        unused += ("quantization",)      # only Lucene impact search quantises the weights
     ignored = [k for k in unused if getattr(args, k, None) is not None]
     for key in ignored:
         flag = "--" + key.replace("_", "-")
