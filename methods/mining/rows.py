@@ -103,7 +103,9 @@ def _positives(rows: Sequence[TrainingRow], corpus: Corpus) -> dict[str, list[st
 
 
 def _row_json(row: TrainingRow, negatives: list[str]) -> str:
-    extra = {k: v for k, v in row.meta.items() if k != "line"}
+    # The row's other keys are kept, except the line number and the ids of the negatives it replaces
+    # (a BEIR training source's ``neg_ids``): the provenance names the new negatives.
+    extra = {k: v for k, v in row.meta.items() if k not in ("line", "neg_ids")}
     return json.dumps({"query": row.query, "pos": row.pos, "neg": negatives, **extra}, ensure_ascii=False)
 
 
