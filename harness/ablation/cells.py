@@ -34,6 +34,9 @@ class TrainCell:
     config: dict[str, Any] = field(default_factory=dict)
     replicate: Replicate | None = None
     steps: list[int] = field(default_factory=list)   # intermediate checkpoints evaluated (the axis)
+    # how it is evaluated: the variant's own evaluation settings (in its eval keys) over the scale's (in the card)
+    evaluation: dict[str, Any] = field(default_factory=dict)
+    variant_evaluation: dict[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -92,6 +95,20 @@ def variant_train_overrides(suite: AblationSuite, variant: Variant, scale: str) 
     return overrides
 
 
+def merge_evaluation(*layers: dict[str, Any]) -> dict[str, Any]:
+    """Evaluation settings in precedence order (later wins; ``encoding`` options merged one by one)."""
+    out: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            out[key] = {**out.get(key, {}), **value} if key == "encoding" else value
+    return out
+
+
+def variant_evaluation(suite: AblationSuite, variant: Variant, scale: str) -> dict[str, Any]:
+    """The variant's own evaluation settings at ``scale`` (variant < variant at scale)."""
+    return merge_evaluation(variant.evaluation, variant.scales.get(scale, {}).get("evaluation", {}))
+
+
 def expand_train_cells(suite: AblationSuite, scale: str, load_data: bool = True) -> list[TrainCell]:
     """One training cell per variant (variants that share a key train once)."""
     cfg = suite.scale(scale)
@@ -106,17 +123,20 @@ def expand_train_cells(suite: AblationSuite, scale: str, load_data: bool = True)
     for replicate in suite_replicates(suite, scale):
         variant = replicate.variant()
         model = resolve_model(variant.model or cfg.model)
+        own = variant_evaluation(suite, replicate.system.variant, scale)
+        evaluation = merge_evaluation(cfg.evaluation, own)
         if variant.method == NO_TRAINING:
             # The model's content identity, not its path (a synthetic model lives in the cache directory).
             config = {"method": NO_TRAINING, "model": model_identity(model)}
             cells.append(TrainCell(suite.name, scale, variant, NO_TRAINING, model, None, [], None,
-                                   content_key(config), config, replicate))
+                                   content_key(config), config, replicate, evaluation=evaluation,
+                                   variant_evaluation=own))
             continue
         spec = replicate_spec(suite, replicate, scale, model)
         config = train_run_config(variant.method, spec, data_fp)
         steps = replicate.checkpoints.at(spec.steps) if replicate.checkpoints else []
         cells.append(TrainCell(suite.name, scale, variant, variant.method, model, spec, entries, data_fp,
-                               content_key(config), config, replicate, steps))
+                               content_key(config), config, replicate, steps, evaluation, own))
     return cells
 
 
@@ -141,20 +161,25 @@ def expand_eval_cells(train_cells: list[TrainCell], benchmarks: list[BenchmarkRe
                       card_fingerprints: dict[str, str]) -> list[EvalCell]:
     cells = []
     for tc in train_cells:
+        own = tc.variant_evaluation
         for b in benchmarks:
-            cells.append(EvalCell(tc, b, eval_key(tc.key, b.suite, card_fingerprints[b.id])))
+            cells.append(EvalCell(tc, b, eval_key(tc.key, b.suite, card_fingerprints[b.id], evaluation=own)))
         for step in tc.steps:
             for b in benchmarks:
-                cells.append(EvalCell(tc, b, eval_key(tc.key, b.suite, card_fingerprints[b.id], step), step))
+                cells.append(EvalCell(tc, b, eval_key(tc.key, b.suite, card_fingerprints[b.id], step, own), step))
     return cells
 
 
-def eval_key(train_key: str, benchmark_suite: str, card_fingerprint: str, step: int | None = None) -> str:
+def eval_key(train_key: str, benchmark_suite: str, card_fingerprint: str, step: int | None = None,
+             evaluation: dict[str, Any] | None = None) -> str:
     """The content key of an evaluation cell: its training cell, benchmark suite and protocol card (and the
-    checkpoint's step for an intermediate checkpoint)."""
+    checkpoint's step for an intermediate checkpoint, and the variant's own evaluation settings; none given
+    leaves the key as it always was)."""
     config: dict[str, Any] = {"train": train_key, "benchmark": benchmark_suite, "card": card_fingerprint}
     if step is not None:
         config["step"] = int(step)
+    if evaluation:
+        config["evaluation"] = evaluation
     return content_key(config)
 
 

@@ -29,7 +29,7 @@ from typing import Any
 from harness.ablation.benchmarks import load_benchmark_ref
 from harness.ablation.cells import EvalCell, TrainCell, expand_eval_cells, expand_train_cells, shard_filter
 from harness.ablation.paths import SUMMARY_FILE, cell_result_dir, eval_cell_dir, report_dir, train_cell_dir
-from harness.ablation.spec import AblationSuite
+from harness.ablation.spec import AblationSuite, encoding_kwargs
 from harness.ablation.validate import validate_plan
 from harness.benchmark import LoadedBenchmark
 from harness.errors import ConfigError
@@ -83,7 +83,11 @@ class SuiteRun:
     def benchmark(self, bid: str) -> LoadedBenchmark:
         if bid not in self._benchmarks:
             ref = next(b for b in self.config.benchmarks if b.id == bid)
-            self._benchmarks[bid] = load_benchmark_ref(ref, self.suite.metrics)
+            loaded = load_benchmark_ref(ref, self.suite.metrics)
+            extra = evaluation_card_fields(self.config.evaluation)
+            if extra:      # the scale's evaluation settings hold for every variant: part of the protocol
+                loaded.card = loaded.card.with_(extra={**dict(loaded.card.extra), **extra})
+            self._benchmarks[bid] = loaded
         return self._benchmarks[bid]
 
     @property
@@ -153,21 +157,32 @@ class SuiteRun:
         from harness.pipeline import ModelSpec, evaluate_model
 
         tc = cell.train
+        settings = tc.evaluation
+        sparse = {k: settings[k] for k in ("sparse_backend", "quantization") if k in settings}
+        encoding = encoding_kwargs(settings.get("encoding") or {})
         if tc.trains:
             from harness.method import get_method
 
             ckpt = ckpt or self.train(tc)
             if cell.step is not None:
                 ckpt = self.checkpoint_at(tc, ckpt, cell.step)
-            spec = ModelSpec(cell.id, encoder=get_method(tc.method).encoder(ckpt))
+            method = get_method(tc.method)
+            encoder = method.encoder(ckpt)
+            if encoding and getattr(encoder, "kind", "dense") == "dense":
+                encoder = method.encoder(ckpt, **encoding)
+            spec = ModelSpec(cell.id, encoder=encoder, **sparse)
         else:
-            spec = ModelSpec(tc.model)
+            spec = ModelSpec(tc.model, **sparse)
+            if encoding and not (spec.is_lexical or spec.is_sparse):
+                spec.overrides = encoding
         loaded = self.benchmark(cell.benchmark.id)
         log.info("evaluating %s on %s", cell.id, cell.benchmark.id)
         record: dict[str, Any] = {"suite": self.suite.name, "scale": self.scale, "variant": tc.variant.id,
                                   "train_key": tc.key, "benchmark": cell.benchmark.id, "train_config": tc.config}
         if cell.step is not None:
             record["step"] = cell.step
+        if settings:
+            record["evaluation"] = settings
         evaluate_model(spec, loaded, out, cache_dir=self.cache_dir, suite_name=cell.benchmark.suite,
                        extra_manifest={"cell": record})
 
@@ -344,6 +359,22 @@ class SuiteRun:
                 "baseline": self.suite.baseline, "metrics": self.suite.metrics, "scores": scores,
                 "cells": cells, "correction": report.correction, "test": report.options.test,
                 "cards": {bench: next(iter(pv.values())).card.to_dict() for bench, pv in results.items()}}
+
+
+def evaluation_card_fields(settings: dict[str, Any]) -> dict[str, Any]:
+    """Protocol-card ``extra`` fields of evaluation settings that change numbers (defaults add none, so default
+    cards keep their fingerprints): a non-fp32 dtype or the int8 backend, a sparse backend other than exact,
+    the impact quantisation of lucene-impact."""
+    from harness.encoders.hf import encoding_card_fields
+    from harness.retrieval.seismic import parse_backend
+
+    extra = encoding_card_fields(encoding_kwargs(settings.get("encoding") or {}))
+    backend = settings.get("sparse_backend")
+    if backend is not None and parse_backend(backend)[0] != "exact":
+        extra["sparse_backend"] = backend
+    if backend is not None and parse_backend(backend)[0] == "lucene-impact":
+        extra["impact_quantization"] = settings.get("quantization", "pyserini")
+    return extra
 
 
 def _launch() -> tuple[int, int]:

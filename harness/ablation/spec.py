@@ -117,6 +117,8 @@ class Variant:
     sweep: Sweep | None = None
     seeds: list[int] | None = None
     checkpoints: Checkpoints | None = None
+    # evaluation settings (EVALUATION_KEYS): encoding options, sparse backend, quantisation
+    evaluation: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -140,6 +142,7 @@ class ScaleConfig:
     aggregates: dict[str, list[str]] = field(default_factory=dict)
     dry_run_only: bool = False        # "paper" scales that only make sense on GPUs
     seeds: list[int] | None = None
+    evaluation: dict[str, Any] = field(default_factory=dict)   # EVALUATION_KEYS for every variant
 
     def aggregate_leaves(self, name: str) -> list[str]:
         """The benchmarks an aggregate covers, nested aggregates expanded (in order, each once)."""
@@ -253,9 +256,14 @@ def load_suite(name_or_path: str | Path, problems: Problems | None = None) -> Ab
 EXTENSION_PREFIX = "x-"
 # Every key a suite file may use, by section (anything else is an error naming the closest of these).
 TOP_KEYS = ("name", "version", "description", "baseline", "variants", "metrics", "stats", "scales", "table", "seeds")
-VARIANT_KEYS = ("id", "method", "label", "options", "train", "scales", "model", "sweep", "seeds", "checkpoints")
-VARIANT_SCALE_KEYS = ("train", "options", "seeds", "checkpoints")
-SCALE_KEYS = ("model", "data", "train", "benchmarks", "aggregates", "dry_run_only", "seeds")
+# How a model is evaluated (not trained): dense encoding options (harness.encoders.hf.encoding_options) and the
+# sparse retrieval backend and impact quantisation (harness.retrieval.sparse.check_backend); at scale level they
+# apply to every variant and are recorded in the protocol card, at variant level in the cell's key and manifest.
+EVALUATION_KEYS = ("encoding", "sparse_backend", "quantization")
+VARIANT_KEYS = ("id", "method", "label", "options", "train", "scales", "model", "sweep", "seeds", "checkpoints",
+                *EVALUATION_KEYS)
+VARIANT_SCALE_KEYS = ("train", "options", "seeds", "checkpoints", *EVALUATION_KEYS)
+SCALE_KEYS = ("model", "data", "train", "benchmarks", "aggregates", "dry_run_only", "seeds", *EVALUATION_KEYS)
 SWEEP_KEYS = ("param", "values")
 BENCHMARK_KEYS = ("id", "suite", "dataset_dir", "label", "options", "max_queries", "corpus_sample")
 DATA_KEYS = ("path", "domains", "max_rows", "split", "negatives_run", "max_negatives", "name", "metadata")
@@ -432,7 +440,8 @@ def _variant(v: Any, keypath: tuple, r: _Reader) -> Variant | None:
         cfg = r.mapping(cfg, where, VARIANT_SCALE_KEYS)
         scales[str(s)] = {"train": r.train(cfg.get("train"), where + ("train",)),
                           "options": dict(r.mapping(cfg.get("options"), where + ("options",))),
-                          "seeds": _seeds(cfg, where, r), "checkpoints": _checkpoints(cfg, where, r)}
+                          "seeds": _seeds(cfg, where, r), "checkpoints": _checkpoints(cfg, where, r),
+                          "evaluation": _evaluation(cfg, where, r)}
     sweep = _sweep(v.get("sweep"), keypath + ("sweep",), r) if "sweep" in v else None
     seeds = _seeds(v, keypath, r)
     checkpoints = _checkpoints(v, keypath, r)
@@ -447,7 +456,61 @@ def _variant(v: Any, keypath: tuple, r: _Reader) -> Variant | None:
                                                               any(c.get("seeds") for c in scales.values())):
         r.problems.add(keypath + ("sweep",), f"variant {vid!r} sweeps train.seed and sets 'seeds': use one")
     return Variant(id=vid, method=method, label=label or vid, options=options, train=train, scales=scales,
-                   model=model, sweep=sweep, seeds=seeds, checkpoints=checkpoints)
+                   model=model, sweep=sweep, seeds=seeds, checkpoints=checkpoints,
+                   evaluation=_evaluation(v, keypath, r))
+
+
+def encoding_kwargs(encoding: dict[str, Any]) -> dict[str, Any]:
+    """HFEncoder keyword arguments of a suite's ``encoding`` mapping (``dtype``, ``backend``, ``shard_size``:
+    :func:`harness.encoders.hf.encoding_options`; ``batch_size``: a positive integer); ConfigError otherwise."""
+    if not encoding:
+        return {}
+    from harness.encoders.hf import ENCODING_OPTIONS, encoding_options
+
+    rest = {k: v for k, v in encoding.items() if k != "batch_size"}
+    unknown = sorted(set(rest) - set(ENCODING_OPTIONS))
+    if unknown:
+        raise ConfigError(f"unknown encoding option(s) {', '.join(map(str, unknown))}; allowed: batch_size, "
+                          f"{', '.join(ENCODING_OPTIONS)}")
+    out = encoding_options(rest)
+    if encoding.get("batch_size") is not None:
+        size = encoding["batch_size"]
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigError(f"batch_size must be a positive integer, got {size!r}")
+        out["batch_size"] = size
+    return out
+
+
+def _evaluation(cfg: dict, keypath: tuple, r: _Reader) -> dict[str, Any]:
+    """The EVALUATION_KEYS of a scale or variant mapping, validated by the engine's own checks (the encoder's
+    options, the sparse backend and its quantisation) before any compute; values as written."""
+    out: dict[str, Any] = {}
+    if cfg.get("encoding") is not None:
+        where = keypath + ("encoding",)
+        encoding = r.mapping(cfg["encoding"], where)
+        bad = False
+        for key, value in encoding.items():       # one at a time: each problem at its own line
+            try:
+                encoding_kwargs({key: value})
+            except ConfigError as exc:
+                r.problems.add(where, str(exc), at=where + (key,))
+                bad = True
+        if encoding and not bad:
+            out["encoding"] = dict(encoding)
+    for key in ("sparse_backend", "quantization"):
+        if cfg.get(key) is not None and not isinstance(cfg[key], str):
+            r.problems.add(keypath + (key,), f"expected a name, got {_show(cfg[key])}")
+    for key in ("sparse_backend", "quantization"):
+        if isinstance(cfg.get(key), str):
+            from harness.retrieval.impact import check_quantization
+            from harness.retrieval.sparse import check_backend
+
+            try:
+                check_backend(cfg[key]) if key == "sparse_backend" else check_quantization(cfg[key])
+                out[key] = cfg[key]
+            except ConfigError as exc:
+                r.problems.add(keypath + (key,), str(exc))
+    return out
 
 
 def _scalar(value: Any) -> bool:
@@ -620,7 +683,8 @@ def _scale(name: str, cfg: Any, r: _Reader) -> ScaleConfig | None:
     if not isinstance(dry, bool):
         r.problems.add(keypath + ("dry_run_only",), f"expected true or false, got {_show(dry)}")
     return ScaleConfig(name=name, model=model or "", data=data, train=train, benchmarks=benchmarks,
-                       aggregates=aggregates, dry_run_only=dry is True, seeds=_seeds(cfg, keypath, r))
+                       aggregates=aggregates, dry_run_only=dry is True, seeds=_seeds(cfg, keypath, r),
+                       evaluation=_evaluation(cfg, keypath, r))
 
 
 def _aggregate_cycle(aggregates: dict[str, list[str]]) -> list[str]:
