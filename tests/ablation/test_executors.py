@@ -182,3 +182,16 @@ def test_a_killed_run_cell_worker_is_recovered_by_the_next(tmp_path, reference_t
     final = _harness("run", str(MINI), "--results-root", str(tmp_path), "--no-progress")
     assert final.returncode == 0, final.stderr
     assert _rows(final.stdout) == _rows(reference_table)
+
+
+@pytest.mark.slow
+def test_quickstart_with_submitit_gives_the_same_table_as_harness_run(tmp_path):
+    """The acceptance case of issue 16: the README's quickstart suite through submitit's local fallback with
+    two workers prints the table of a plain ``harness run quickstart``."""
+    plain = _harness("run", "quickstart", "--results-root", str(tmp_path / "plain"), "--no-progress", timeout=3600)
+    assert plain.returncode == 0, plain.stderr
+    grid = _harness("run", "quickstart", "--results-root", str(tmp_path / "grid"), "--no-progress",
+                    "--executor", "submitit", "--workers", "2", timeout=3600)
+    assert grid.returncode == 0, grid.stderr
+    assert _rows(grid.stdout) == _rows(plain.stdout) and len(_rows(grid.stdout)) == 5   # header, rule, 3 systems
+    assert re.findall(r"wave (\d): (\d+) unit", grid.stderr) == [("1", "6"), ("2", "8")]
