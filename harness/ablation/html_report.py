@@ -125,7 +125,8 @@ def _run_file(results_root: str | Path, result: Path, benchmark_suite: str) -> t
     if not isinstance(train_key, str):
         return None, ""
     step = (stored.manifest.get("cell") or {}).get("step")
-    source = eval_cell_dir(results_root, eval_key(train_key, benchmark_suite, stored.card.fingerprint(), step))
+    own = (stored.manifest.get("cell") or {}).get("variant_evaluation")
+    source = eval_cell_dir(results_root, eval_key(train_key, benchmark_suite, stored.card.fingerprint(), step, own))
     if (source / RUN_FILE).exists() and is_result_dir(source) and \
             load_result(source).manifest.get("created") == stored.manifest.get("created"):
         return source / RUN_FILE, str(source)

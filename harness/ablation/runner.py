@@ -183,6 +183,8 @@ class SuiteRun:
             record["step"] = cell.step
         if settings:
             record["evaluation"] = settings
+        if tc.variant_evaluation:       # part of the eval key (harness.ablation.cells.eval_key)
+            record["variant_evaluation"] = tc.variant_evaluation
         evaluate_model(spec, loaded, out, cache_dir=self.cache_dir, suite_name=cell.benchmark.suite,
                        extra_manifest={"cell": record})
 

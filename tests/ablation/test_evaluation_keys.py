@@ -114,8 +114,14 @@ def test_a_variant_encoded_in_bf16_is_evaluated_in_bf16(tmp_path):
         out = runner.evaluate(cell)
         manifests[cell.id] = json.loads((out / "manifest.json").read_text())
     assert manifests["bf16"]["cell"]["evaluation"] == {"encoding": {"dtype": "bf16", "batch_size": 16}}
+    assert manifests["bf16"]["cell"]["variant_evaluation"] == manifests["bf16"]["cell"]["evaluation"]
     assert "evaluation" not in manifests["fp32"]["cell"]
     text = json.dumps(manifests["bf16"]["encoder"])
     assert "bfloat16" in text and "bfloat16" not in json.dumps(manifests["fp32"]["encoder"])
     outcome = runner.report()
     assert outcome.complete        # the two are comparable: the dtype is the variant's, not the protocol's
+    from harness.ablation.html_report import _run_file
+
+    linked = outcome.report_dir / "results" / "bf16" / "cjk_qa"
+    run, source = _run_file(tmp_path / "r", linked, "synthetic")     # the report finds the cell's run file
+    assert run is not None and source == str(runner.eval_dir(next(c for c in runner.eval_cells if c.id == "bf16")))
