@@ -64,6 +64,7 @@ def cluster_weight_figure(trace: dict[str, np.ndarray], title: str | None = None
     image = axes[0].imshow(weights.T, aspect="auto", interpolation="nearest", cmap="viridis", extent=extent)
     fig.colorbar(image, ax=axes[0], label="weight (share)" if normalise else "weight")
     axes[0].set_ylabel("cluster")
+    axes[0].set_yticks(range(0, k, max(1, k // 10)))
     axes[0].set_title(title or "Cluster weights over training")
     for c in range(k):
         axes[1].plot(steps, trace["losses"][:, c], lw=0.8, label=f"cluster {c}")
