@@ -53,11 +53,11 @@ def test_bert_masking_rule_is_seeded_and_spares_special_and_padding_tokens(world
 
 
 def test_loss_is_the_contrastive_mean_plus_the_weighted_hand_computed_mlm_ce(world):
+    from trainutil import plain_step
     from transformers import AutoModel
 
     from harness.train.context import TrainContext
     from harness.train.model import build_model
-    from trainutil import plain_step
 
     method = Coco()
     spec = mlm_spec(world, world[1])
