@@ -50,7 +50,9 @@ from harness.train.heads import AGGREGATIONS, SparseHead
 from harness.train.heads import splade_pool as _head_pool
 
 if TYPE_CHECKING:
+    from harness.encoders.base import Encoder
     from harness.train.context import EncodedBatch, TrainContext
+    from harness.train.result import Checkpoint
     from harness.train.spec import TrainSpec
 
 SCHEDULES = ("splade", "hf")
@@ -246,6 +248,13 @@ class Splade(Method):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.calls = int(state["calls"])
+
+    def encoder(self, ckpt: Checkpoint, **kwargs: Any) -> Encoder:
+        """The trained model as a sparse encoder (its saved pooling and lengths): what suites evaluate; the
+        dense default (``HFEncoder``) refuses max/sum pooling."""
+        from harness.encoders.sparse import load_sparse_encoder
+
+        return load_sparse_encoder(str(ckpt.path), **kwargs)
 
     def export(self, ctx: TrainContext, directory: Path) -> None:
         """``splade.json`` (options, lambdas of the last step) and the sentence-transformers files in ``final/``."""

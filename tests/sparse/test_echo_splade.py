@@ -364,3 +364,22 @@ def test_kill_and_resume_reproduces_the_run(untied, tmp_path, lora):
                for run in ("straight", "resumed")]
     assert records[0]["interpretability"] == records[1]["interpretability"]
     assert records[1]["frozen_unchanged"] == {"input_embeddings": True, "lm_head": True}
+
+
+def test_trained_splade_and_echo_runs_give_sparse_encoders_to_suites(untied, tmp_path):
+    from trainutil import make_tiny_bert
+
+    from harness.encoders.sparse import EchoSparseEncoder, SparseMLMEncoder
+    from harness.train.result import Checkpoint
+    from methods.splade import Splade
+
+    mlm = str(make_tiny_bert(tmp_path / "mlm", mlm=True))
+    spec = Splade.spec("tiny", model=mlm, batch_size=6, steps=1, warmup_steps=0, save_every=0,
+                       query_max_length=12, doc_max_length=16)
+    Splade().train(spec, make_data(), tmp_path / "splade")
+    encoder = Splade().encoder(Checkpoint.load(tmp_path / "splade"))       # what the suite runner calls
+    assert type(encoder) is SparseMLMEncoder and encoder.kind == "sparse"
+    assert encoder.encode_queries(["cat dog"], progress=False).nnz[0] > 0
+    _train(untied, tmp_path / "echo", steps=1)
+    echo = EchoSplade().encoder(Checkpoint.load(tmp_path / "echo"))
+    assert isinstance(echo, EchoSparseEncoder) and echo.kind == "sparse"
