@@ -182,6 +182,11 @@ class Method:
     def configure(self, ctx: TrainContext) -> None:
         """Called once before training/resuming."""
 
+    def sequence_length_factor(self, spec: TrainSpec) -> float:
+        """How many times each text's tokens the model reads (compute estimates): 1, or 2 for a method
+        that repeats the text in its input (echo embeddings)."""
+        return 1.0
+
     def episode_steps(self, spec: TrainSpec) -> list[int]:
         """Steps before which an episode runs (0 means before any training)."""
         every = self.episode_every

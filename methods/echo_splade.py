@@ -265,6 +265,10 @@ class EchoSplade(Splade):
         self.record: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ plan time
+    def sequence_length_factor(self, spec: TrainSpec) -> float:
+        """Echo templates hold each text twice (compute estimates double the tokens)."""
+        return 2.0 if self.resolve_options(spec.method_options)["echo"] else 1.0
+
     def resolve_options(self, options: dict[str, Any]) -> dict[str, Any]:
         """The options with defaults, their values checked (suite validation and dry runs call this)."""
         opts = super().resolve_options(options)

@@ -44,6 +44,10 @@ KNOWN_CONFIGS: dict[str, dict[str, Any]] = {
     "mistralai/Mistral-7B-v0.1": {"model_type": "mistral", "hidden_size": 4096, "num_hidden_layers": 32,
                                   "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8,
                                   "vocab_size": 32000},
+    # Echo-Mistral-SPLADE's backbone (paper 003): v0.3 extends the vocabulary to 32768.
+    "mistralai/Mistral-7B-v0.3": {"model_type": "mistral", "hidden_size": 4096, "num_hidden_layers": 32,
+                                  "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8,
+                                  "vocab_size": 32768},
     # BERT-large architecture with the Chinese vocabulary (the public stand-in for PEG's backbone).
     "hfl/chinese-roberta-wwm-ext-large": {"model_type": "bert", "hidden_size": 1024, "num_hidden_layers": 24,
                                           "intermediate_size": 4096, "num_attention_heads": 16,
@@ -95,8 +99,11 @@ def estimate_parameters(cfg: dict[str, Any]) -> dict[str, int] | None:
 
 
 def compute_estimate(spec: TrainSpec, non_embedding_params: int, peak_tflops: float = 989.0,
-                     mfu: float = 0.4) -> dict[str, float]:
-    tokens = spec.steps * spec.batch_size * (spec.query_max_length + (1 + spec.n_hard_negatives) * spec.doc_max_length)
+                     mfu: float = 0.4, length_factor: float = 1.0) -> dict[str, float]:
+    """Training FLOPs and GPU-hours; ``length_factor`` scales every text's tokens (a method that feeds
+    each text twice, as echo embeddings do, passes 2: ``Method.sequence_length_factor``)."""
+    tokens = length_factor * spec.steps * spec.batch_size * (
+        spec.query_max_length + (1 + spec.n_hard_negatives) * spec.doc_max_length)
     k = (4 if spec.lora is not None else 6) + (2 if spec.gradient_checkpointing else 0)
     flops = k * non_embedding_params * tokens
     gpu_hours = flops / (peak_tflops * 1e12 * mfu) / 3600
@@ -140,5 +147,6 @@ def training_plan(spec: TrainSpec, data, method, world_size: int | None = None, 
     if world_size:
         plan["queries_per_process_per_micro_batch"] = spec.micro_batch_size(world_size)
     if params:
-        plan["compute"] = compute_estimate(spec, params["non_embedding"], peak_tflops, mfu)
+        plan["compute"] = compute_estimate(spec, params["non_embedding"], peak_tflops, mfu,
+                                           method.sequence_length_factor(spec))
     return plan
