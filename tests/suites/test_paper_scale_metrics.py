@@ -101,3 +101,28 @@ def test_table_suite_list_says_when_a_suite_has_no_layouts(capsys):
     assert "declares no table layouts" in out and "results/suites/quickstart/tiny/table.md" in out
     assert main(["table", "suite", "peg", "--list"]) == 0
     assert capsys.readouterr().out.splitlines() == ["progressive (default)", "per-task"]
+
+
+def test_tdro_paper_mkqa_benchmarks_load_per_language(shared_data, tmp_path, monkeypatch):
+    """The paper-scale MKQA refs, as written in the suite file, load the real release one language at a time
+    ('no' stays Norwegian, not YAML's false) with Acc@10/Acc@100 on their cards."""
+    import json as _json
+
+    from harness.ablation.benchmarks import load_benchmark_ref
+
+    mkqa = tmp_path / "mkqa"
+    mkqa.mkdir()
+    (mkqa / "mkqa.jsonl.gz").write_bytes((shared_data / "mkqa" / "test_mkqa.jsonl.gz").read_bytes())
+    (mkqa / "corpus.jsonl").write_text(
+        _json.dumps({"_id": "p1", "title": "Ridley Scott", "text": "Sir Ridley Scott is an English director."})
+        + "\n", encoding="utf-8")
+    monkeypatch.setenv("HARNESS_TDRO_EVAL", str(tmp_path))
+    refs = {b.id: b for b in load_suite("tdro").scale("paper").benchmarks}
+    seen = {}
+    for bid in ("mkqa-no", "mkqa-zh-cn", "mkqa-ja"):
+        loaded = load_benchmark_ref(refs[bid], [])
+        lang = refs[bid].options["language"]
+        assert loaded.card.dataset == f"mkqa-{lang}" and loaded.card.metrics == ("acc@10", "acc@100")
+        assert loaded.dataset.queries.ids and all(q.startswith(f"{lang}-") for q in loaded.dataset.queries.ids)
+        seen[bid] = loaded.card.data_hash
+    assert len(set(seen.values())) == 3                    # three benchmarks, not one pooled set
