@@ -116,3 +116,28 @@ def test_best_along_row_in_the_table_model():
         layout(Table([Column("a", "A"), Column("b", "B", higher_is_better=False)], rows[:1], best_along="row"))
     with pytest.raises(ValueError, match="best_along"):
         layout(Table(columns, rows, best_along="diagonal"))
+
+
+def test_best_along_in_a_table_file(tmp_path):
+    from pathlib import Path
+
+    from harness.errors import InputError
+    from reports.papers import load_table_spec
+    from reports.papers.schema import PaperSpec
+
+    paper = PaperSpec("900", "toy", "A toy paper", "toy.txt", Path("."))
+    head = "schema: 1\ntable: 1\ncaption: Toy.\n"
+    body = ("columns:\n  - {key: a, label: A}\n  - {key: b, label: B}\nrows:\n"
+            "  - {label: x, cells: [\"1.0\", \"2.0\"]}\n  - {label: y, cells: [\"3.0\", \"0.5\"]}\n")
+    path = tmp_path / "table1.yaml"
+    path.write_text(head + "best_along: row\n" + body, encoding="utf-8")
+    table = to_table(load_table_spec(path, paper))
+    assert [[c.bold for c in row.cells] for row in _body(table).values()] == [[False, True], [True, False]]
+    path.write_text(head + "best_along: diagonal\n" + body, encoding="utf-8")
+    with pytest.raises(InputError, match=r"table1.yaml:4: best_along must be 'column'"):
+        load_table_spec(path, paper)
+    path.write_text(head + "best_along: row\n" + body.replace("{key: b, label: B}",
+                                                            "{key: b, label: B, higher_is_better: false}"),
+                    encoding="utf-8")
+    with pytest.raises(InputError, match="higher_is_better must agree"):
+        load_table_spec(path, paper)
