@@ -42,7 +42,7 @@ def test_paper_dry_run_prints_the_plan(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert main(["run", "peg", "--scale", "paper", "--dry-run", "--results-root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "6 training cells x 9 benchmarks" in out and "{peg_data}/train" in out
+    assert "6 training cells x 14 benchmarks" in out and "{peg_data}/train" in out
     assert out.count("batch=13824") == 6 and "lengths=64/256" in out
     assert "GPU-hours" in out                                               # BERT-large compute estimate
 
