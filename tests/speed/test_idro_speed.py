@@ -2,13 +2,17 @@
 
 Both steps run in this process on the same tokenized batch of 16 queries with 1 positive and 1 hard negative
 (lengths 32/128), forward + loss + backward + AdamW.  The uniform step is the base method (the mean of the
-same per-sample loss: softmax over [positive, negative], dot, no in-batch negatives); the iDRO step adds, per
-present cluster, the gradient of its mean loss on the last 3 of MiniLM's 6 blocks (``autograd.grad`` with the
-graph retained), the K x K gradient products and the weight update.  The batch's queries are spread over
-exactly K clusters (the assignment is set directly; no K-means here).  Rounds are interleaved (the uniform
-step in the untimed pedantic ``setup``, timed by hand) so load from other processes hits both alike; the
-ratio compares the fastest round of each.  Acceptance (issue 13): at most 2x a uniform step; the extra cost
-grows about linearly in K (one partial backward per cluster).
+same per-sample loss: softmax over [positive, negative], dot, no in-batch negatives); the iDRO step adds the
+gradients of every present cluster's mean loss on the last 3 of MiniLM's 6 blocks, the K x K gradient
+products and the weight update.  That loss separates per sample, so the gradients come from one partial
+backward for all clusters (methods.dro_grads: forward hooks, ``autograd.grad`` w.r.t. the blocks' Linear and
+LayerNorm outputs, one matrix product per cluster over its own sequences); their cost no longer grows with K.
+The batch's queries are spread over exactly K clusters (the assignment is set directly; no K-means here).
+Rounds are interleaved (the uniform step in the untimed pedantic ``setup``, timed by hand) so load from
+other processes hits both alike; the ratio compares the fastest round of each.  Acceptance (issue 13): at
+most 2x a uniform step.  Measured on 2 CPU cores under a load average of 12-19 from other jobs (a uniform
+step took 7-26 s instead of about 1 s, so these are noisy): K = 2, 4, 8: 2.11, 1.91, 2.78; with one partial
+backward per cluster an earlier, quieter measurement gave 1.71, 3.99, 6.67.  The bound is asserted for K = 2.
 """
 from __future__ import annotations
 
@@ -89,6 +93,7 @@ def test_idro_step_cost_against_a_uniform_step(benchmark, setting, k):
 
     loss = benchmark.pedantic(timed_idro, setup=timed_uniform, rounds=ROUNDS, iterations=1)
     assert np.isfinite(loss) and idro.scalars()["present_clusters"] == k
+    assert idro.fast is not None and idro.fast.supported          # one partial backward for all clusters
     n_params = sum(p.numel() for p in idro.params)
     ratio = min(idro_times) / min(uniform_times)
     RATIOS[k] = ratio
