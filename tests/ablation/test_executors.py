@@ -195,3 +195,25 @@ def test_quickstart_with_submitit_gives_the_same_table_as_harness_run(tmp_path):
     assert grid.returncode == 0, grid.stderr
     assert _rows(grid.stdout) == _rows(plain.stdout) and len(_rows(grid.stdout)) == 5   # header, rule, 3 systems
     assert re.findall(r"wave (\d): (\d+) unit", grid.stderr) == [("1", "6"), ("2", "8")]
+
+
+@pytest.mark.slow
+def test_run_cell_trains_a_dependency_once_and_cells_reuse_it(tmp_path, capsys):
+    """tDRO cells sharing a reference run: the dependency unit trains it (by key prefix), the cells reuse it."""
+    suite = _suite(tmp_path / "claims.yaml")
+    root = tmp_path / "results"
+    plan = _emit(capsys, str(suite), "--results-root", str(root))
+    dep = next(c for c in plan["cells"] if c["kind"] == "dependency")
+    done = _harness("run-cell", dep["key"][:10], "--suite", str(suite), "--results-root", str(root), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert re.findall(r"harness\.method: training (\S+) in (\S+)", done.stderr) == [
+        ("uniform", str(root.resolve() / "cells" / "train" / dep["key"]))]
+    logs = ""
+    for cell in plan["cells"]:
+        if cell["kind"] != "dependency":
+            run = subprocess.run(cell["command"], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=900)
+            assert run.returncode == 0, run.stderr
+            logs += run.stderr
+    trained = re.findall(r"harness\.method: training (\S+) in \S+/(\w+)$", logs, re.MULTILINE)
+    assert sorted(trained) == sorted(("tdro-weights", c["key"]) for c in plan["cells"] if c["kind"] == "train")
+    assert {c["status"] for c in _emit(capsys, str(suite), "--results-root", str(root))["cells"]} == {"done"}
