@@ -22,9 +22,9 @@ from typing import Any, ClassVar
 from harness.data.beir import BeirDataset
 from harness.data.run import Run
 from harness.errors import ConfigError
+from harness.evaluation_result import EvaluationResult
 from harness.protocol import ProtocolCard
 from harness.registry import Registry
-from harness.results import EvaluationResult
 
 # Options every suite accepts: overrides of its protocol card's fields.
 CARD_OPTIONS = ("query_prompt", "doc_prompt", "query_max_length", "doc_max_length", "top_k", "metrics",

@@ -22,8 +22,8 @@ from harness.benchmark import LoadedBenchmark, get_suite
 from harness.data.run import Run
 from harness.encoders.base import Encoder
 from harness.errors import ConfigError
+from harness.evaluation_result import EvaluationResult
 from harness.protocol import ProtocolCard
-from harness.results import EvaluationResult
 from harness.store import StoredResult, load_result, write_result
 
 log = logging.getLogger("harness.pipeline")

@@ -31,10 +31,10 @@ import numpy as np
 
 from harness.data.run import Run, read_run, write_run
 from harness.errors import InputError
+from harness.evaluation_result import EvaluationResult
 from harness.io import atomic_dir, atomic_write, check_replaceable
 from harness.io.readers import check_id, iter_input_lines, read_json_object_text
 from harness.protocol import ProtocolCard
-from harness.results import EvaluationResult
 
 RUN_FILE = "run.trec.gz"
 PER_QUERY_FILE = "per_query.tsv.gz"

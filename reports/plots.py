@@ -229,7 +229,7 @@ def training_curves_figure(
 
 
 def per_query_differences(a, b, metric: str) -> tuple[list[str], np.ndarray]:
-    """(query ids, b − a) for one metric of two :class:`harness.results.EvaluationResult`.
+    """(query ids, b − a) for one metric of two :class:`harness.evaluation_result.EvaluationResult`.
 
     Both must cover the same queries; a mismatch is an error (name the count and an example)
     rather than a silent intersection.

@@ -7,7 +7,8 @@ Layers (README, "Architecture"):
 * **plug-ins**: ``methods``, ``suites``, ``reports``: implementations only;
 * **application**: ``harness.__main__``, ``harness.cli``, ``harness.ablation`` (suite runner), ``harness.regression``
   (``harness check`` against ``suites/expected``), ``suites.pytest_plugin`` and ``reports.layouts`` (table layout
-  kinds: they read a finished suite through the runner's files and axes); they wire engine and plug-ins
+  kinds: they read a finished suite through the runner's files and axes) and ``harness.results`` (the
+  DataFrame API over stored results and finished suites); they wire engine and plug-ins
   together and may import everything.
 
 Rules: the engine imports no plug-in and no application module; a plug-in imports no
@@ -24,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "methods", "suites", "reports")
 PLUGINS = ("methods", "suites", "reports")
 APPLICATION = ("harness.__main__", "harness.cli", "harness.ablation", "harness.regression", "suites.pytest_plugin",
-               "reports.layouts")
+               "reports.layouts", "harness.results")
 
 
 @dataclass(frozen=True)

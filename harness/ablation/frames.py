@@ -29,8 +29,8 @@ from harness.ablation.axes import FinishedSuite, baseline_system, suite_systems
 from harness.ablation.paths import report_dir
 from harness.ablation.spec import AblationSuite, load_suite
 from harness.errors import InputError
+from harness.evaluation_result import EvaluationResult
 from harness.io.readers import read_json_object
-from harness.results import EvaluationResult
 from harness.store import StoredResult
 
 if TYPE_CHECKING:

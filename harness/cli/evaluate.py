@@ -7,8 +7,8 @@ import sys
 from typing import TextIO
 
 from harness.data import read_qrels, read_run
+from harness.evaluation_result import EvaluationResult
 from harness.metrics import DEFAULT_METRICS, evaluate, parse_metrics
-from harness.results import EvaluationResult
 
 _DESCRIPTION = """\
 Score a TREC run file (qid Q0 docid rank score tag) against qrels (TREC

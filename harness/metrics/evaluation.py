@@ -9,9 +9,9 @@ import numpy as np
 
 from harness.data import Qrels, Run
 from harness.errors import ConfigError, InputError
-from harness.metrics.join import judged_rows
+from harness.evaluation_result import EvaluationResult
+from harness.metrics.judged import judged_rows
 from harness.metrics.names import Metric, parse_metrics
-from harness.results import EvaluationResult
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def evaluate(
             (trec_eval ``-c``); by default only judged queries the run answers count.
 
     Returns:
-        An :class:`~harness.results.EvaluationResult` with queries in sorted id
+        An :class:`~harness.evaluation_result.EvaluationResult` with queries in sorted id
         order and ``options`` recording the protocol options and query counts.
 
     Raises:

@@ -12,15 +12,9 @@ used instead.  Results are therefore always exact.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-from harness.data import Qrels, Run
-from harness.data.ids import IdColumn, lookup_codes
-
-if TYPE_CHECKING:
-    from harness.metrics.judged import JudgedRun
+from harness.data import Qrels
 
 # trec_eval's codes for retrieved documents without a usable judgement (form_res_rels.c).
 NOT_JUDGED = -1       # document absent from the qrels of its query ("not in pool")
@@ -110,94 +104,3 @@ def judged_labels(qrels: Qrels, row_query: np.ndarray, doc_ids: np.ndarray) -> n
     confirmed = (qrels_query[source] == row_query[candidates]) & (qrels.doc_ids[source] == doc_ids[candidates])
     labels[candidates[confirmed]] = _as_trec_codes(qrels.relevance[source[confirmed]])
     return labels
-
-
-def judged_rows(qrels: Qrels, run: Run, *, relevance_threshold: int = 1, complete: bool = False,
-                run_query_ids: np.ndarray | None = None, block_rows: int = 1 << 22) -> JudgedRun:
-    """:func:`~harness.metrics.judged.align` on the run's integer id codes, keeping judged rows only.
-
-    Every metric reads only rows whose label is >= 0 (a relevant document, or a judged one for
-    ``relevance_threshold`` 0), so the rows of documents the qrels do not judge for that query
-    (most of a run) and of negative labels are dropped here; their ranks are kept, so every
-    value equals :func:`align`'s.  The join maps the judged documents into the run's document
-    vocabulary once (a hash lookup of each distinct judged id) and then matches integer
-    ``(query code, doc code)`` keys block by block, so memory stays bounded by the block and no
-    per-row id string is ever built: a 50M-row run is evaluated in its codes.
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from harness.metrics.judged import JudgedRun, position_in_group  # judged imports this module
-
-    judged_queries, q_starts, q_ends = qrels.bounds()
-    queries = run.queries if (run.queries.codes is not None and run.queries.sorted) else \
-        IdColumn.encode(run.queries.values())
-    docs = run.docs.encoded()
-    run_queries, r_starts, r_ends = run.bounds()
-    answered = run_queries if run_query_ids is None else np.unique(run_query_ids)
-    query_ids = judged_queries if complete else judged_queries[np.isin(judged_queries, answered)]
-    qrels_index_of_eval = np.searchsorted(judged_queries, query_ids)
-
-    # Evaluated index of every run query code (-1: not evaluated).
-    eval_of_code = np.full(len(queries.vocab) + 1, -1, dtype=np.int64)
-    if len(query_ids):
-        at = np.minimum(np.searchsorted(queries.vocab, query_ids), max(len(queries.vocab) - 1, 0))
-        present = queries.vocab[at] == query_ids if len(queries.vocab) else np.zeros(len(query_ids), bool)
-        eval_of_code[at[present]] = np.flatnonzero(present)
-
-    # Qrels rows as (run query code, run doc code) keys; rows whose query or doc the run lacks cannot match.
-    row_judged_query = np.repeat(np.arange(len(judged_queries), dtype=np.int64), q_ends - q_starts)
-    code_of_judged = np.full(len(judged_queries), -1, dtype=np.int64)
-    if len(queries.vocab) and len(judged_queries):
-        at = np.minimum(np.searchsorted(queries.vocab, judged_queries), len(queries.vocab) - 1)
-        hit = queries.vocab[at] == judged_queries
-        code_of_judged[hit] = at[hit]
-    qrels_query_code = code_of_judged[row_judged_query]
-    qrels_doc_code = lookup_codes(docs, qrels.doc_ids)
-    usable = (qrels_query_code >= 0) & (qrels_doc_code >= 0)
-    width = np.int64(max(len(docs.vocab), 1))
-    qrels_keys = qrels_query_code[usable] * width + qrels_doc_code[usable]
-    qrels_labels = qrels.relevance[usable]
-    value_set = pa.array(qrels_keys, type=pa.int64())
-
-    rows_out: list[np.ndarray] = []
-    labels_out: list[np.ndarray] = []
-    qcode, dcode = queries.codes, docs.codes
-    assert qcode is not None and dcode is not None
-    if len(qrels_keys):
-        for start in range(0, len(qcode), block_rows):
-            keys = qcode[start:start + block_rows].astype(np.int64) * width + dcode[start:start + block_rows]
-            found = pc.index_in(pa.array(keys), value_set=value_set)
-            del keys
-            matched = np.flatnonzero(found.is_valid().to_numpy(zero_copy_only=False))
-            if not len(matched):
-                continue
-            labels = qrels_labels[found.take(pa.array(matched)).to_numpy()]
-            keep = labels >= 0
-            rows_out.append(matched[keep] + start)
-            labels_out.append(labels[keep])
-    rows = np.concatenate(rows_out) if rows_out else np.zeros(0, dtype=np.int64)
-    labels = np.concatenate(labels_out) if labels_out else np.zeros(0, dtype=np.int64)
-    row_eval = eval_of_code[qcode[rows]]
-    evaluated = row_eval >= 0
-    rows, labels, row_eval = rows[evaluated], labels[evaluated], row_eval[evaluated]
-    group = np.searchsorted(r_starts, rows, side="right") - 1
-    rank = rows - r_starts[group] + 1
-
-    # Qrels rows of the evaluated queries: relevant counts and the ideal ranking.
-    judged_is_evaluated = np.zeros(len(judged_queries), dtype=bool)
-    judged_is_evaluated[qrels_index_of_eval] = True
-    eval_index_of_judged = np.cumsum(judged_is_evaluated) - 1
-    qrels_rows = np.flatnonzero(judged_is_evaluated[row_judged_query])
-    qrels_row_query = eval_index_of_judged[row_judged_query[qrels_rows]]
-    gains = qrels.relevance[qrels_rows]
-    counted = gains >= max(relevance_threshold, 0)
-    num_rel = np.bincount(qrels_row_query[counted], minlength=len(query_ids)).astype(np.int64)
-    positive = gains > 0
-    ideal_query, ideal_gain = qrels_row_query[positive], gains[positive]
-    order = np.lexsort((-ideal_gain, ideal_query))
-    ideal_query, ideal_gain = ideal_query[order], ideal_gain[order]
-    return JudgedRun(query_ids=query_ids, row_query=row_eval.astype(np.int64), rank=rank.astype(np.int64),
-                     label=labels.astype(np.int64), num_rel=num_rel, ideal_query=ideal_query,
-                     ideal_rank=position_in_group(ideal_query), ideal_gain=ideal_gain.astype(np.float64),
-                     relevance_threshold=int(relevance_threshold))

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from harness.errors import ConfigError
-from harness.results import EvaluationResult
+from harness.evaluation_result import EvaluationResult
 from harness.stats.paired import StatisticsError
 
 MISSING_POLICIES = ("error", "zero")

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from harness.errors import ConfigError
-from harness.results import EvaluationResult
+from harness.evaluation_result import EvaluationResult
 
 REPLICATE_TEST_NOTE = ("Rows with replicates show the mean ± sd (ddof 1) over the seeds of each seed's mean "
                        "score; their significance test is the suite's paired test on the per-query scores "

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from harness.errors import ConfigError
-from harness.results import EvaluationResult
+from harness.evaluation_result import EvaluationResult
 from harness.stats.aggregate import AGGREGATE_DESCRIPTIONS, AGGREGATE_METHODS, compare_aggregate_group
 from harness.stats.align import PairedScores, align
 from harness.stats.compare import DEFAULT_OPTIONS, Comparison, StatsOptions, compare_group

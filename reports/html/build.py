@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from harness.errors import ConfigError, InputError
+from harness.evaluation_result import EvaluationResult
 from harness.io.readers import read_json_object
-from harness.results import EvaluationResult
 from harness.stats.replicates import (
     aggregate_replicate_means,
     average_replicates,

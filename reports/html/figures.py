@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from harness.results import EvaluationResult
+from harness.evaluation_result import EvaluationResult
 from reports.comparison import metric_label
 from reports.html.model import Plot, SystemInfo
 from reports.plots import per_query_difference_figure, per_query_differences

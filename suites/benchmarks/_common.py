@@ -20,9 +20,9 @@ from harness.data.beir import BeirDataset, iter_jsonl, load_beir
 from harness.data.qrels import Qrels
 from harness.data.run import Run
 from harness.errors import ConfigError, InputError
+from harness.evaluation_result import EvaluationResult
 from harness.io.readers import json_id
 from harness.protocol import ProtocolCard
-from harness.results import EvaluationResult
 from suites.answers import NORMALIZER_ID, AnswerMatcher, accuracy_at_k
 
 ANSWERS_FILE = "answers.jsonl"

@@ -40,8 +40,8 @@ from harness.data.beir import BeirDataset, Corpus, Queries, check_qrels_ids, ite
 from harness.data.qrels import Qrels
 from harness.data.run import Run
 from harness.errors import ConfigError, InputError
+from harness.evaluation_result import EvaluationResult
 from harness.io.readers import INT64_MAX, INT64_MIN, check_id, json_id
-from harness.results import EvaluationResult
 from harness.retrieval.candidates import score_candidates  # noqa: F401 - part of this suite's API
 from suites.benchmarks._common import (
     BeirLayoutSuite,

@@ -229,7 +229,7 @@ def test_replicate_table_shows_mean_sd_of_datasets_and_nested_aggregates():
     import numpy as np
 
     from harness.ablation.axes import replicate_table
-    from harness.results import EvaluationResult
+    from harness.evaluation_result import EvaluationResult
     from harness.stats import StatsOptions, compare_suite
     from harness.stats.replicates import average_replicates
     from reports.comparison import comparison_table

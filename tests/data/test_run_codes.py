@@ -13,7 +13,7 @@ from harness.data.run import read_run_lines
 from harness.data.trec_fast import read_run_columns
 from harness.errors import InputError
 from harness.metrics import align, evaluate, parse_metrics
-from harness.metrics.join import judged_rows
+from harness.metrics.judged import judged_rows
 
 
 def _random_run_text(rng: np.random.Generator, n_queries: int = 40, depth: int = 30) -> str:

@@ -8,9 +8,9 @@ import pytest
 
 from harness.data import Run
 from harness.errors import ProtocolMismatchError
+from harness.evaluation_result import EvaluationResult
 from harness.io import atomic_dir, atomic_write
 from harness.protocol import ProtocolCard, assert_comparable
-from harness.results import EvaluationResult
 from harness.store import load_result, write_result
 
 

@@ -340,8 +340,8 @@ PER_QUERY_GOOD_ROW = b"q1\t0.5\t1.0\n"
 
 def _stored_pair(tmp: Path) -> tuple[Path, Path]:
     """Two real, comparable result directories (written by the store) for the same toy dataset."""
+    from harness.evaluation_result import EvaluationResult
     from harness.protocol import ProtocolCard
-    from harness.results import EvaluationResult
     from harness.store import write_result
 
     card = ProtocolCard(dataset="toy", metrics=("ndcg@10", "recall@100"))

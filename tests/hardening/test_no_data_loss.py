@@ -12,11 +12,11 @@ import yaml
 
 from harness.cli import main
 from harness.errors import ConfigError, InputError
+from harness.evaluation_result import EvaluationResult
 from harness.io import OutputExistsError, atomic_dir, atomic_write_text
 from harness.io.paths import check_component, child_of
 from harness.protocol import ProtocolCard
 from harness.regression import Expectation, check_entry, load_expectations
-from harness.results import EvaluationResult
 from harness.store import is_result_dir, load_result, write_result
 
 RECORDED = {"by": "Test <t@example.org>", "at": "2025-01-01T00:00:00+00:00", "commit": "0" * 40}

@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from harness.evaluation_result import EvaluationResult
 from harness.protocol import ProtocolCard
-from harness.results import EvaluationResult
 from harness.store import write_result
 
 CARD = ProtocolCard(dataset="scifact", metrics=("ndcg@10", "recall@100"))

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from harness.errors import InputError
-from harness.results import EvaluationResult
+from harness.evaluation_result import EvaluationResult
 from reports.plots import (
     dataset_weight_figure,
     ema,

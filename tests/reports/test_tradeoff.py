@@ -19,8 +19,8 @@ from harness.ablation.paths import SUMMARY_FILE, cell_result_dir, report_dir
 from harness.ablation.spec import parse_suite
 from harness.data.run import Run
 from harness.errors import ConfigError, InputError
+from harness.evaluation_result import EvaluationResult
 from harness.protocol import ProtocolCard
-from harness.results import EvaluationResult
 from harness.store import write_result
 from reports.markdown import render_markdown
 

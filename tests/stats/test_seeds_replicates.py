@@ -6,7 +6,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 from harness.errors import ConfigError
-from harness.results import EvaluationResult
+from harness.evaluation_result import EvaluationResult
 from harness.stats import StatsOptions, compare_suite
 from harness.stats.replicates import (
     aggregate_replicate_means,

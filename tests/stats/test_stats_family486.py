@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from harness.results import EvaluationResult
+from harness.evaluation_result import EvaluationResult
 from harness.stats import StatsOptions, compare_suite
 from harness.stats import paired as paired_mod
 from harness.stats.correction import adjust_pvalues

@@ -8,7 +8,7 @@ import pytest
 
 from harness.cli import main
 from harness.errors import ConfigError
-from harness.results import EvaluationResult
+from harness.evaluation_result import EvaluationResult
 from harness.stats import StatsOptions, apply_correction, compare_suite, compare_systems
 from harness.stats.draws import bootstrap_index_blocks, sign_flip_blocks
 from harness.stats.floor import floor_note, resamples_for_family, round_up_one_digit

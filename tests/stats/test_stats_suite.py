@@ -9,7 +9,7 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from harness.errors import ConfigError
-from harness.results import EvaluationResult
+from harness.evaluation_result import EvaluationResult
 from harness.stats import (
     MissingQueriesError,
     StatisticsError,

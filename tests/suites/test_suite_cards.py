@@ -8,8 +8,8 @@ import pytest
 from harness.benchmark import get_suite
 from harness.data.run import Run
 from harness.errors import ProtocolMismatchError
+from harness.evaluation_result import EvaluationResult
 from harness.protocol import ProtocolCard, assert_comparable, card_differences
-from harness.results import EvaluationResult
 from harness.store import load_result, write_result
 
 

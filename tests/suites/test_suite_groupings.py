@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from harness.errors import ConfigError
-from harness.results import EvaluationResult
+from harness.evaluation_result import EvaluationResult
 from suites import groupings as g
 
 
