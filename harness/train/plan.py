@@ -55,6 +55,8 @@ KNOWN_CONFIGS: dict[str, dict[str, Any]] = {
     # BERT-base with coCondenser pretraining (COCO-DR Base's initialisation) and BERT-large (paper 001).
     "Luyu/co-condenser-marco": {"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12,
                                 "intermediate_size": 3072, "num_attention_heads": 12, "vocab_size": 30522},
+    "bert-base-uncased": {"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12,
+                          "intermediate_size": 3072, "num_attention_heads": 12, "vocab_size": 30522},
     "bert-large-uncased": {"model_type": "bert", "hidden_size": 1024, "num_hidden_layers": 24,
                            "intermediate_size": 4096, "num_attention_heads": 16, "vocab_size": 30522},
     "meta-llama/Meta-Llama-3-8B": {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,

@@ -103,8 +103,6 @@ def test_paper_compute_estimate_for_bert_base():
     assert 18.7 < estimate["gpu_hours"] < 18.8
 
 
-@pytest.mark.xfail(strict=True, reason="harness/train/plan.py KNOWN_CONFIGS has no bert-base-uncased: the paper "
-                                       "dry run cannot print GPU-hours without a local copy of its config")
 def test_paper_dry_run_prints_gpu_hours(capsys):
     assert read_model_config("bert-base-uncased") is not None
     assert main(["run", "splade", "--scale", "paper", "--dry-run", "--results-root", "unused-results"]) == 0
