@@ -8,12 +8,13 @@ constraints.txt "optimum-onnx[onnxruntime]"`` resolves to a transformers downgra
 which would move every model the harness loads).  sentence-transformers' ONNX backend imports
 the same ``optimum`` exporter, so it is not available either.  The fallback named in the issue is
 used instead: ``torch.ao.quantization.quantize_dynamic`` on every ``nn.Linear`` (weights int8
-per-tensor, activations quantised per batch at run time, fbgemm/x86 kernels), which needs no
+per output channel, activations quantised per batch at run time, x86/fbgemm kernels), which needs no
 new dependency, keeps the tokenizer, pooling and padding code of the fp32 path, and applies to
 any transformers backbone.  Embeddings change (it is a different model numerically), so the
 backend is part of the encoder identity (embedding-cache key, manifest) and of the protocol
 card written by ``harness eval``; the quality guard test measures the nDCG@10 difference on
-SciFact.
+SciFact.  Per-channel weight scales matter: with one scale per tensor, MiniLM's embeddings of 32
+SciFact passages kept a mean cosine of 0.919 to fp32 (min 0.878); per channel 0.982 (min 0.973).
 
 ``torch.ao.quantization`` is deprecated upstream in favour of ``torchao`` (a separate package);
 the deprecation warnings are silenced here, and :func:`quantize_int8` raises a ConfigError
@@ -29,7 +30,7 @@ from torch import nn
 from harness.errors import ConfigError
 
 BACKENDS = ("torch", "int8")
-INT8_IDENTITY = "int8-dynamic-torch.ao"   # recorded in identities and cards (what produced the numbers)
+INT8_IDENTITY = "int8-dynamic-per-channel-torch.ao"   # recorded in identities and cards (what produced the numbers)
 
 
 def check_backend(backend: str, device: torch.device, dtype: torch.dtype) -> str:
@@ -48,7 +49,7 @@ def check_backend(backend: str, device: torch.device, dtype: torch.dtype) -> str
 def quantize_int8(model: nn.Module) -> tuple[nn.Module, int]:
     """``(model with every nn.Linear replaced by a dynamic int8 linear, number replaced)``."""
     try:
-        from torch.ao.quantization import quantize_dynamic
+        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
     except ImportError as exc:       # pragma: no cover - depends on the torch build
         raise ConfigError(f"this torch build has no torch.ao.quantization.quantize_dynamic ({exc}); "
                           "backend 'int8' is unavailable") from None
@@ -60,5 +61,5 @@ def quantize_int8(model: nn.Module) -> tuple[nn.Module, int]:
     torch.backends.quantized.engine = engine
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")          # torch.ao deprecation notices (see the module docstring)
-        quantized = quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+        quantized = quantize_dynamic(model, {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
     return quantized, count

@@ -37,6 +37,6 @@ def test_int8_ndcg_at_10_within_0_003_of_fp32(shared_data, tmp_path):
           f"retrieve {fp32['manifest']['timings']['retrieve_s']:.0f} s vs "
           f"{int8['manifest']['timings']['retrieve_s']:.0f} s")
     assert "backend" not in fp32["manifest"]["encoder"]
-    assert int8["manifest"]["encoder"]["backend"] == "int8-dynamic-torch.ao"
+    assert int8["manifest"]["encoder"]["backend"] == "int8-dynamic-per-channel-torch.ao"
     assert abs(diff["ndcg@10"]) <= 0.003
     assert abs(diff["recall@100"]) <= 0.01

@@ -69,7 +69,7 @@ def test_fp32_identity_and_cache_key_are_unchanged(tiny_bert_dir):
     old_key = embedding_key(dict(fp32), "corpus")
     bf16 = HFEncoder(str(tiny_bert_dir), device="cpu", dtype="bf16").identity()
     int8 = HFEncoder(str(tiny_bert_dir), device="cpu", backend="int8").identity()
-    assert bf16["dtype"] == "bfloat16" and int8["backend"] == "int8-dynamic-torch.ao"
+    assert bf16["dtype"] == "bfloat16" and int8["backend"] == "int8-dynamic-per-channel-torch.ao"
     assert len({old_key, embedding_key(bf16, "corpus"), embedding_key(int8, "corpus")}) == 3
     assert HFEncoder(str(tiny_bert_dir), device="cpu", shard_size=7).identity() == fp32   # layout only
 
@@ -121,9 +121,9 @@ def test_eval_cli_records_backend_and_dtype(tiny_bert_dir, tmp_path):
     assert code == 0
     manifest = json.loads((out / "manifest.json").read_text())
     text = json.dumps(manifest)
-    assert "int8-dynamic-torch.ao" in text
+    assert "int8-dynamic-per-channel-torch.ao" in text
     card = manifest.get("card") or json.loads((out / "card.json").read_text())
-    assert card["extra"]["encoder_backend"] == "int8-dynamic-torch.ao"
+    assert card["extra"]["encoder_backend"] == "int8-dynamic-per-channel-torch.ao"
     metas = list((tmp_path / "cache" / "embeddings").glob("*/meta.json"))
     assert [json.loads(m.read_text())["shard_size"] for m in metas] == [5]
 
@@ -135,7 +135,7 @@ def test_encoding_options_for_suite_files():
         "dtype": "bfloat16", "backend": "int8", "shard_size": 1000}
     assert encoding_options({"dtype": None}) == {} and encoding_card_fields(encoding_options({"dtype": "fp32"})) == {}
     assert encoding_card_fields(encoding_options({"dtype": "fp16", "backend": "int8", "shard_size": 9})) == {
-        "encoder_dtype": "float16", "encoder_backend": "int8-dynamic-torch.ao"}
+        "encoder_dtype": "float16", "encoder_backend": "int8-dynamic-per-channel-torch.ao"}
     for bad, message in (({"dtype": "int4"}, "dtype must be one of"), ({"backend": "onnx"}, "backend must be one of"),
                          ({"shard_size": 0}, "shard_size must be a positive"), ({"shards": 3}, "unknown encoding")):
         with pytest.raises(ConfigError, match=message):
