@@ -61,6 +61,7 @@ def build_units(runner: SuiteRun, cells: Sequence[TrainCell] | None = None, *,
     """The units of ``cells`` (default: every training cell of the run), dependencies before the runs
     that need them; ``evaluations=False`` leaves the eval cells out (they need the benchmarks loaded)."""
     from harness.method import get_method
+    from harness.train.plan import estimate_gpu_hours
 
     cells = list(runner.train_cells if cells is None else cells)
     units: dict[str, Unit] = {}
@@ -75,12 +76,12 @@ def build_units(runner: SuiteRun, cells: Sequence[TrainCell] | None = None, *,
             if key not in units and key not in train_keys:
                 # methods list their dependencies in the order they train them: each may build on the earlier
                 units[key] = Unit(key, "dependency", f"{cell.variant.id}/{dep.label}", dep.method, list(needs),
-                                  estimate_gpu_hours(dep.spec, dep.frozen_forwards),
+                                  estimate_gpu_hours(dep.spec, get_method(dep.method), dep.frozen_forwards),
                                   runner.is_trained_key(key), cell, dep)
             if key not in needs:
                 needs.append(key)
         units[cell.key] = Unit(cell.key, "train", cell.variant.id, cell.method, needs,
-                               estimate_gpu_hours(cell.train_spec, method.frozen_forwards(cell.train_spec)),
+                               estimate_gpu_hours(cell.train_spec, method),
                                runner.is_trained(cell), cell)
     for cell in cells:
         # a dependency that is also a cell of the suite (not selected here) still comes first
@@ -129,22 +130,6 @@ def waves(units: Sequence[Unit]) -> list[list[Unit]]:
     for u in units:
         out[level[u.key]].append(u)
     return out
-
-
-def estimate_gpu_hours(spec, frozen_forwards: int = 0) -> float | None:
-    """GPU-hours of a run (harness/train/plan.py), plus 2 FLOPs/param/token per frozen forward; None when
-    the model's size cannot be read (e.g. a synthetic model)."""
-    from harness.train.plan import compute_estimate, estimate_parameters, read_model_config
-
-    try:
-        cfg = read_model_config(spec.model)
-    except (ConfigError, OSError):
-        return None
-    params = estimate_parameters(cfg) if cfg else None
-    if not params:
-        return None
-    estimate = compute_estimate(spec, params["non_embedding"])
-    return float(estimate["gpu_hours"] * (1 + 2 * frozen_forwards / estimate["flops_per_param_token"]))
 
 
 # ---------------------------------------------------------------------- running one unit

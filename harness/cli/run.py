@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from harness.cli._types import positive_int
-from harness.errors import ConfigError
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -124,6 +123,7 @@ def _dry_run(suite, args) -> int:
     from harness.ablation.resolve import resolve_data_entry, unresolved
     from harness.ablation.runner import SuiteRun
     from harness.method import get_method
+    from harness.train.plan import estimate_gpu_hours
 
     lines: list[str] = []
     cfg = suite.scale(args.scale)
@@ -158,13 +158,17 @@ def _dry_run(suite, args) -> int:
             if cell.steps:
                 line += f" checkpoints={','.join(map(str, cell.steps))}"
                 entry["checkpoints"] = list(cell.steps)
-            estimate = _estimate(cell.train_spec, method.frozen_forwards(cell.train_spec))
+            estimate = estimate_gpu_hours(cell.train_spec, method)
             if estimate is not None and cell.key not in counted:
                 total_hours += estimate
                 line += f" ~{estimate:.1f} GPU-h"
                 entry["gpu_hours"] = round(estimate, 3)
             counted.add(cell.key)
             lines.append(line)
+            notes = method.plan_notes(cell.train_spec)     # work besides training (mining, judge calls)
+            lines.extend(f"    {note}" for note in notes)
+            if notes:
+                entry["notes"] = notes
             # Runs the method trains first (e.g. tDRO's reference and stage 1), each counted once.
             for dep in method.planned_dependencies(cell.train_spec):
                 key = content_key(train_run_config(dep.method, dep.spec, cell.data_fingerprint))
@@ -178,7 +182,7 @@ def _dry_run(suite, args) -> int:
                 dep_line += _describe(dep.spec)
                 dep_entry: dict = {"label": dep.label, "method": dep.method, "key": key,
                                    "status": "done" if done else "pending", "train": _describe_dict(dep.spec)}
-                estimate = _estimate(dep.spec, dep.frozen_forwards)
+                estimate = estimate_gpu_hours(dep.spec, get_method(dep.method), dep.frozen_forwards)
                 if estimate is not None:
                     total_hours += estimate
                     dep_line += f" ~{estimate:.1f} GPU-h"
@@ -223,18 +227,3 @@ def _describe(s) -> str:
     return (f" model={s.model} steps={s.steps} batch={s.batch_size} grad_accum={s.grad_accum} "
             f"hard_negatives={s.n_hard_negatives} sampling={s.sampling} lr={s.lr} "
             f"lengths={s.query_max_length}/{s.doc_max_length}{' lora' if s.lora is not None else ''}")
-
-
-def _estimate(spec, frozen_forwards: int = 0) -> float | None:
-    """GPU-hours of a run (harness/train/plan.py), plus 2 FLOPs/param/token per frozen forward."""
-    from harness.train.plan import compute_estimate, estimate_parameters, read_model_config
-
-    try:
-        cfg = read_model_config(spec.model)
-    except (ConfigError, OSError):
-        return None
-    params = estimate_parameters(cfg) if cfg else None
-    if not params:
-        return None
-    estimate = compute_estimate(spec, params["non_embedding"])
-    return float(estimate["gpu_hours"] * (1 + 2 * frozen_forwards / estimate["flops_per_param_token"]))

@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from harness.errors import ConfigError
 from harness.train.spec import TrainSpec
+
+if TYPE_CHECKING:
+    from harness.method import Method
 
 # Architecture numbers of the paper-scale backbones (from their published config.json), so that
 # a dry run can estimate compute offline, before the weights are ever downloaded.
@@ -111,6 +115,22 @@ def compute_estimate(spec: TrainSpec, non_embedding_params: int, peak_tflops: fl
     gpu_hours = flops / (peak_tflops * 1e12 * mfu) / 3600
     return {"tokens": float(tokens), "flops": float(flops), "flops_per_param_token": float(k),
             "gpu_hours": gpu_hours, "assumed_peak_tflops": peak_tflops, "assumed_mfu": mfu}
+
+
+def estimate_gpu_hours(spec: TrainSpec, method: Method, frozen_forwards: int | None = None) -> float | None:
+    """GPU-hours of a run of ``method`` (:func:`compute_estimate` with the method's sequence-length
+    factor) plus 2 FLOPs/param/token per no-grad forward of a same-size frozen model (default: the
+    method's ``frozen_forwards``); None when the model's size cannot be read (e.g. a synthetic model)."""
+    try:
+        cfg = read_model_config(spec.model)
+    except (ConfigError, OSError):
+        return None
+    params = estimate_parameters(cfg) if cfg else None
+    if not params:
+        return None
+    frozen = method.frozen_forwards(spec) if frozen_forwards is None else frozen_forwards
+    estimate = compute_estimate(spec, params["non_embedding"], length_factor=method.sequence_length_factor(spec))
+    return float(estimate["gpu_hours"] * (1 + 2 * frozen / estimate["flops_per_param_token"]))
 
 
 def training_plan(spec: TrainSpec, data, method, world_size: int | None = None, peak_tflops: float = 989.0,
