@@ -122,7 +122,7 @@ def expand_train_cells(suite: AblationSuite, scale: str, load_data: bool = True)
     cells = []
     for replicate in suite_replicates(suite, scale):
         variant = replicate.variant()
-        model = resolve_model(variant.model or cfg.model)
+        model = resolve_model(variant.model_at(scale) or cfg.model)
         own = variant_evaluation(suite, replicate.system.variant, scale)
         evaluation = merge_evaluation(cfg.evaluation, own)
         if variant.method == NO_TRAINING:

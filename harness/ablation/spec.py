@@ -11,7 +11,7 @@ A suite file (``suites/ablations/<name>.yaml``)::
         method: uniform             # a registered method, or "none" (evaluate the untrained model)
         options: {}                 # method options (TrainSpec.method_options)
         train: {}                   # TrainSpec overrides for this variant at every scale
-        scales: {tiny: {train: {}}} # ... or at one scale
+        scales: {tiny: {train: {}}} # ... or at one scale (also model:, options:, seeds:, ...)
     metrics: [ndcg@10]              # table columns per benchmark
     stats: {test: randomization, correction: holm, alpha: 0.05, seed: 0, aggregate: pooled}
     scales:
@@ -30,7 +30,9 @@ A suite file (``suites/ablations/<name>.yaml``)::
 Baseline rows: a variant with ``method: none`` trains nothing and evaluates ``model:``
 (default: the scale's model) under the same protocol cards: ``model: bm25`` (the
 lexical baseline; ``bm25_ties`` and the analyzer come from the benchmark's card), an
-alias (``minilm``, ``smollm2``, ...), a model folder or a hub id.
+alias (``minilm``, ``smollm2``, ...), a model folder or a hub id.  A trained variant may
+name its own backbone too, per scale when the backbones differ (a decoder row in an
+encoder suite): ``scales: {tiny: {model: tiny-decoder-untied}, paper: {model: ...}}``.
 
 Axes (one declared variant becomes several cells; :mod:`harness.ablation.axes`):
 
@@ -119,6 +121,11 @@ class Variant:
     checkpoints: Checkpoints | None = None
     # evaluation settings (EVALUATION_KEYS): encoding options, sparse backend, quantisation
     evaluation: dict[str, Any] = field(default_factory=dict)
+
+    def model_at(self, scale: str) -> str | None:
+        """The variant's own model at ``scale`` (``scales: {<scale>: {model: ...}}``, else ``model:``);
+        None: the scale's model."""
+        return self.scales.get(scale, {}).get("model") or self.model
 
 
 @dataclass
@@ -262,7 +269,7 @@ TOP_KEYS = ("name", "version", "description", "baseline", "variants", "metrics",
 EVALUATION_KEYS = ("encoding", "sparse_backend", "quantization")
 VARIANT_KEYS = ("id", "method", "label", "options", "train", "scales", "model", "sweep", "seeds", "checkpoints",
                 *EVALUATION_KEYS)
-VARIANT_SCALE_KEYS = ("train", "options", "seeds", "checkpoints", *EVALUATION_KEYS)
+VARIANT_SCALE_KEYS = ("model", "train", "options", "seeds", "checkpoints", *EVALUATION_KEYS)
 SCALE_KEYS = ("model", "data", "train", "benchmarks", "aggregates", "dry_run_only", "seeds", *EVALUATION_KEYS)
 SWEEP_KEYS = ("param", "values")
 BENCHMARK_KEYS = ("id", "suite", "dataset_dir", "label", "options", "max_queries", "corpus_sample")
@@ -438,7 +445,8 @@ def _variant(v: Any, keypath: tuple, r: _Reader) -> Variant | None:
     for s, cfg in r.mapping(v.get("scales"), keypath + ("scales",)).items():
         where = keypath + ("scales", s)
         cfg = r.mapping(cfg, where, VARIANT_SCALE_KEYS)
-        scales[str(s)] = {"train": r.train(cfg.get("train"), where + ("train",)),
+        scales[str(s)] = {"model": r.text(cfg, "model", where),
+                          "train": r.train(cfg.get("train"), where + ("train",)),
                           "options": dict(r.mapping(cfg.get("options"), where + ("options",))),
                           "seeds": _seeds(cfg, where, r), "checkpoints": _checkpoints(cfg, where, r),
                           "evaluation": _evaluation(cfg, where, r)}

@@ -60,8 +60,10 @@ def validate_plan(suite: AblationSuite, scale: str, *, check_resources: bool = T
     models: dict[str, KeyPath] = {cfg.model: ("scales", scale, "model")}
     for i, variant in enumerate(suite.variants):
         where: KeyPath = ("variants", i)
-        if variant.model:
-            models.setdefault(variant.model, where + ("model",))
+        own_model = variant.model_at(scale)
+        if own_model:
+            at = ("scales", scale, "model") if variant.scales.get(scale, {}).get("model") else ("model",)
+            models.setdefault(own_model, where + at)
         if variant.method != NO_TRAINING:
             _variant(suite, scale, i, problems, build_specs)
     for j, bench in enumerate(cfg.benchmarks):
@@ -135,8 +137,9 @@ def _variant(suite: AblationSuite, scale: str, i: int, problems: Problems, build
         problems.add(where + ("sweep", "param"), f"variant {variant.id!r}: method {variant.method!r} has no option "
                      f"{sweep.name!r} to sweep" + (f" (did you mean {hint!r}?)" if hint else "")
                      + f"; options: {', '.join(option_names) or '(none)'}")
-    if variant.model and variant.model.lower() in LEXICAL_MODELS:
-        problems.add(where + ("model",), f"variant {variant.id!r}: {variant.model!r} is a lexical model and cannot "
+    own_model = variant.model_at(scale)
+    if own_model and own_model.lower() in LEXICAL_MODELS:
+        problems.add(where + ("model",), f"variant {variant.id!r}: {own_model!r} is a lexical model and cannot "
                      f"be trained by method {variant.method!r}; evaluate it as a baseline row with method "
                      f"{NO_TRAINING!r}")
         return
@@ -155,7 +158,7 @@ def _variant(suite: AblationSuite, scale: str, i: int, problems: Problems, build
         try:
             method.resolve_options(dict(overrides.get("method_options", {})))
             # The model name stands in for the resolved path: resolving a synthetic model would build it.
-            spec = method.spec(preset, **{**overrides, "model": variant.model or suite.scale(scale).model})
+            spec = method.spec(preset, **{**overrides, "model": own_model or suite.scale(scale).model})
             keep_checkpoints(spec, replicate.checkpoints)
             for dep in method.planned_dependencies(spec):
                 method_of = get_method(dep.method)

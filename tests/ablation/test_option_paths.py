@@ -26,3 +26,16 @@ def test_suite_variant_options_reach_the_train_spec_resolved(monkeypatch, tmp_pa
     variant = Variant(id="x", method="uniform", label="x", options={"corpora": ["{shared}/nfcorpus"]})
     overrides = variant_train_overrides(suite, variant, "tiny")
     assert overrides["method_options"] == {"corpora": [f"{tmp_path}/nfcorpus"]}
+
+
+def test_a_variant_may_name_its_own_model_per_scale():
+    import yaml
+
+    raw = yaml.safe_load(MINI.read_text(encoding="utf-8"))
+    raw["variants"].append({"id": "own", "method": "uniform", "model": "minilm",
+                            "scales": {"tiny": {"model": "synthetic:default/tiny-decoder"}}})
+    suite = parse_suite(raw, MINI)
+    own = suite.variant("own")
+    assert own.model_at("tiny") == "synthetic:default/tiny-decoder"
+    assert own.model_at("small") == "minilm"
+    assert suite.variant("uniform").model_at("tiny") is None

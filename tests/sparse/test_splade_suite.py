@@ -74,7 +74,11 @@ def test_paper_scale_has_paper_003s_settings():
         if not cell.trains:
             continue
         s = cell.train_spec
-        assert (s.model, s.batch_size, s.query_max_length, s.doc_max_length) == ("bert-base-uncased", 512, 256, 256)
+        backbone = "mistralai/Mistral-7B-v0.3" if cell.method == "echo-splade" else "bert-base-uncased"
+        assert (s.model, s.batch_size, s.query_max_length, s.doc_max_length) == (backbone, 512, 256, 256)
+        if cell.method == "echo-splade" and s.lora is not None:      # QLoRA r 16, alpha 8, dropout 0.1
+            assert (s.lora.r, s.lora.alpha, s.lora.dropout) == (16, 8, 0.1)
+            assert s.method_options["quantization"] == "4bit"
         assert (s.lr, s.warmup_steps, s.steps, s.schedule) == (2e-5, 6000, 150_000, "linear")
         assert s.n_hard_negatives == 0 and s.in_batch_negatives          # in-batch negatives only
         assert s.method_options["lambda_warmup_steps"] == 50_000
@@ -120,7 +124,7 @@ def test_every_layout_loads_at_every_scale():
     # Paper 003's Table 1: BEIR datasets as rows, systems as columns (baselines first).
     table1 = load_layout(suite, "paper", "table1")
     assert table1.kind == "breakdown" and [c.benchmark for c in table1.columns] == ["bm25", "minilm", "splade-tiny",
-                                                                                    "splade"]
+                                                                                    "splade", "echo-lora"]
     paper = suite.scale("paper")
     assert [b.label for b in paper.benchmarks] == [
         "TREC-COVID", "NFCorpus", "NQ", "HotpotQA", "FiQA-2018", "ArguAna", "Touché-2020", "Quora", "DBPedia",
