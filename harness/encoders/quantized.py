@@ -15,6 +15,8 @@ backend is part of the encoder identity (embedding-cache key, manifest) and of t
 card written by ``harness eval``; the quality guard test measures the nDCG@10 difference on
 SciFact.  Per-channel weight scales matter: with one scale per tensor, MiniLM's embeddings of 32
 SciFact passages kept a mean cosine of 0.919 to fp32 (min 0.878); per channel 0.982 (min 0.973).
+Measured on SciFact test with MiniLM: nDCG@10 0.6451 -> 0.6455, R@100 0.9250 -> 0.9183, and 1.57x
+the fp32 path's encoding speed on CPU (tests/speed/test_encoding_int8_speed.py).
 
 ``torch.ao.quantization`` is deprecated upstream in favour of ``torchao`` (a separate package);
 the deprecation warnings are silenced here, and :func:`quantize_int8` raises a ConfigError

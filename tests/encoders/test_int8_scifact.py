@@ -1,7 +1,8 @@
 """Quality guard for the int8 CPU backend: SciFact (test split) with MiniLM, fp32 vs dynamic int8.
 
 Both runs go through ``harness eval`` (so the card and manifest are checked too) into one cache;
-the nDCG@10 difference is printed and must stay within 0.003, and R@100 within 0.01.
+the nDCG@10 difference is printed and must stay within 0.003, and R@100 within 0.01.  Measured here
+(per-channel int8): nDCG@10 0.6451 -> 0.6455 (+0.0004), R@100 0.9250 -> 0.9183 (-0.0067).
 Minutes on two CPU cores (two full SciFact encodes), hence ``slow``.
 """
 from __future__ import annotations
