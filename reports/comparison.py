@@ -42,9 +42,10 @@ def comparison_table(report: ComparisonReport, *, caption: str = "", label: str 
     dataset_labels = dataset_labels or {}
     groups: list[str | None] = list(report.datasets) + list(report.aggregates)
     grouped = len(groups) > 1 or groups[0] is not None
+    compared = {(c.dataset, c.metric) for c in report.comparisons}   # a dataset may lack a metric (no qrels)
     columns = [Column(_column_key(ds, m), metric_label(m),
                       group=dataset_labels.get(ds, ds) if grouped and ds is not None else None)
-               for ds in groups for m in report.metrics]
+               for ds in groups for m in report.metrics if (ds, m) in compared]
     alpha = report.alpha
     base_cells: dict[str, Cell] = {}
     rows: list[Row] = []

@@ -22,13 +22,15 @@ def _rng(*parts: object) -> np.random.Generator:
 
 
 def load_benchmark_ref(ref: BenchmarkRef, metrics: list[str]) -> LoadedBenchmark:
-    """Load one benchmark of a suite file, apply its subset options, add the table metrics to the card."""
+    """Load one benchmark of a suite file, apply its subset options, add the table metrics to the card
+    (unless the benchmark states its own ``metrics`` option: its protocol may not produce the others)."""
     suite = get_suite(ref.suite)
     directory = resolve_path(ref.dataset_dir)
     require_resolved(str(directory), f"benchmark {ref.id!r}: dataset_dir")
     loaded = suite.load(directory, **ref.options)
-    wanted = tuple(dict.fromkeys(tuple(loaded.card.metrics) + tuple(metrics)))
-    loaded.card = loaded.card.with_(metrics=wanted)
+    if "metrics" not in ref.options:     # a benchmark stating its own metrics keeps them (MKQA: Acc@k only)
+        wanted = tuple(dict.fromkeys(tuple(loaded.card.metrics) + tuple(metrics)))
+        loaded.card = loaded.card.with_(metrics=wanted)
     if ref.max_queries or ref.corpus_sample is not None:
         loaded = subset_benchmark(loaded, ref.max_queries, ref.corpus_sample)
     return loaded

@@ -216,12 +216,19 @@ def compare_suite(results: SuiteResults, metrics: Sequence[str], *,
         if absent:
             raise ConfigError(f"dataset {dataset!r} has no result for {', '.join(absent)}")
 
+    # A dataset is compared on the metrics its protocol produced (an MKQA-style set has Acc@k but no
+    # relevance judgements, so no nDCG); a metric no dataset has is an error, as before.
+    measured = {d: [m for m in metrics if m in _evaluation(results[d][baseline]).per_query] for d in datasets}
+    never = [m for m in metrics if not any(m in measured[d] for d in datasets)]
+    if never:
+        raise ConfigError(f"no dataset has metric(s) {', '.join(never)} (measured: "
+                          f"{', '.join(sorted({m for d in datasets for m in measured[d]})) or 'none'})")
     pairs: dict[tuple[str | None, str, str], PairedScores] = {}
     for dataset in datasets:
         base_eval = _evaluation(results[dataset][baseline])
         for system in others:
             sys_eval = _evaluation(results[dataset][system])
-            for metric in metrics:
+            for metric in measured[dataset]:
                 pairs[(dataset, system, metric)] = align(base_eval, sys_eval, metric=metric, missing=options.missing,
                                                          base_name=baseline, system_name=system)
     for name, members in (aggregates or {}).items():
@@ -231,8 +238,15 @@ def compare_suite(results: SuiteResults, metrics: Sequence[str], *,
         if name in results:
             raise ConfigError(f"aggregate name {name!r} is also a dataset name")
     _check_nesting(aggregates or {})
-    order = [(dataset, system, metric) for dataset in datasets for system in others for metric in metrics]
-    order += [(name, system, metric) for name in (aggregates or {}) for system in others for metric in metrics]
+
+    def leaves(name: Any) -> list[Any]:
+        return [x for m in (aggregates or {})[name] for x in (leaves(m) if m in (aggregates or {}) else [m])]
+
+    # An aggregate is compared on the metrics all its datasets have.
+    for name in aggregates or {}:
+        measured[name] = [m for m in metrics if all(m in measured[d] for d in leaves(name))]
+    order = [(dataset, system, metric) for dataset in datasets for system in others for metric in measured[dataset]]
+    order += [(name, system, metric) for name in (aggregates or {}) for system in others for metric in measured[name]]
     test_b = _test_resamples(order, {a: aggregate_method for a in aggregates or {}}, baseline, options, correction,
                              alpha, family)
     members_of = {name: list(members) for name, members in (aggregates or {}).items()}
@@ -252,7 +266,7 @@ def compare_suite(results: SuiteResults, metrics: Sequence[str], *,
 
     done: dict[tuple[Any, str, str], Comparison] = {}
     for where in [*datasets, *members_of]:
-        for metric in metrics:
+        for metric in measured[where]:
             done.update({(where, s, metric): c for s, c in run(where, metric, others, test_b).items()})
     comparisons = [done[key] for key in order]
     # Monte Carlo decisions too close to their threshold to trust are redrawn with 10x the resamples (the
