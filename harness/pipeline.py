@@ -81,7 +81,7 @@ def build_encoder(spec: ModelSpec, card: ProtocolCard) -> Encoder:
 
 def retrieve(spec: ModelSpec, loaded: LoadedBenchmark, *, cache_dir: str | Path | None = None,
              timings: dict[str, float] | None = None,
-             details: dict[str, Any] | None = None) -> tuple[Run, dict[str, Any]]:
+             details: dict[str, Any] | None = None, progress: bool = True) -> tuple[Run, dict[str, Any]]:
     """Retrieve the top ``card.top_k`` documents per query; returns the run and the model identity.
 
     ``details`` (when given) receives what the manifest records beyond the identity: for a
@@ -111,7 +111,7 @@ def retrieve(spec: ModelSpec, loaded: LoadedBenchmark, *, cache_dir: str | Path 
 
         encoder = build_encoder(spec, card)
         run, info = sparse_search(encoder, ds.corpus, ds.queries, k=card.top_k, backend=spec.sparse_backend,
-                                  quantization=spec.quantization, cache_dir=cache_dir)
+                                  quantization=spec.quantization, cache_dir=cache_dir, progress=progress)
         from harness.retrieval.seismic import parse_backend
 
         identity = {**encoder.identity(), "index": spec.sparse_backend}
@@ -125,18 +125,19 @@ def retrieve(spec: ModelSpec, loaded: LoadedBenchmark, *, cache_dir: str | Path 
         encoder = build_encoder(spec, card)
         identity = dict(encoder.identity())
         identity["index"] = spec.index
-        run = dense_search(encoder, ds.corpus, ds.queries, k=card.top_k, index=spec.index, cache_dir=cache_dir)
+        run = dense_search(encoder, ds.corpus, ds.queries, k=card.top_k, index=spec.index, cache_dir=cache_dir,
+                           progress=progress)
     timings["retrieve_s"] = round(time.perf_counter() - start, 3)
     return Run(run.query_ids, run.doc_ids, run.scores, name=_slug(spec.name), source=run.source), identity
 
 
 def evaluate_model(spec: ModelSpec, loaded: LoadedBenchmark, out_dir: str | Path, *,
                    cache_dir: str | Path | None = None, suite_name: str | None = None,
-                   extra_manifest: dict[str, Any] | None = None) -> StoredResult:
-    """Run the whole pipeline and write one result directory (atomically)."""
+                   extra_manifest: dict[str, Any] | None = None, progress: bool = True) -> StoredResult:
+    """Run the whole pipeline and write one result directory (atomically); ``progress``: encoding bars."""
     timings: dict[str, float] = {}
     details: dict[str, Any] = {}
-    run, identity = retrieve(spec, loaded, cache_dir=cache_dir, timings=timings, details=details)
+    run, identity = retrieve(spec, loaded, cache_dir=cache_dir, timings=timings, details=details, progress=progress)
     start = time.perf_counter()
     suite = get_suite(suite_name or loaded.card.suite)
     evaluation: EvaluationResult = suite.evaluate(loaded, run)

@@ -186,7 +186,7 @@ class SuiteRun:
         if tc.variant_evaluation:       # part of the eval key (harness.ablation.cells.eval_key)
             record["variant_evaluation"] = tc.variant_evaluation
         evaluate_model(spec, loaded, out, cache_dir=self.cache_dir, suite_name=cell.benchmark.suite,
-                       extra_manifest={"cell": record})
+                       extra_manifest={"cell": record}, progress=self.progress)
 
     def checkpoint_at(self, cell: TrainCell, final, step: int):
         """The finished run's intermediate checkpoint of ``step`` as a Checkpoint an encoder loads."""

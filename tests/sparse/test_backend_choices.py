@@ -89,3 +89,15 @@ def test_the_cli_quantisation_choices_are_the_engine_rules():
     from harness.retrieval.impact import QUANTIZATIONS
 
     assert tuple(CLI_RULES) == tuple(QUANTIZATIONS)
+
+
+def test_progress_false_keeps_encoding_bars_off(dataset, tmp_path, capfd):
+    """`harness run --no-progress` reaches the evaluation: no encoding bars on stderr (dense and sparse)."""
+    from harness.pipeline import ModelSpec, evaluate_model, load_benchmark
+
+    loaded = load_benchmark(dataset)
+    for name in ("splade-tiny", "minilm"):
+        evaluate_model(ModelSpec(name), loaded, tmp_path / name, cache_dir=tmp_path / "cache", progress=False)
+    assert "encode" not in capfd.readouterr().err
+    evaluate_model(ModelSpec("minilm"), loaded, tmp_path / "again", cache_dir=tmp_path / "cache2")
+    assert "encode" in capfd.readouterr().err      # the default shows them (the check above can fail)
