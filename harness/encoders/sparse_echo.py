@@ -24,6 +24,7 @@ from harness.encoders.echo_inputs import parse_template
 from harness.encoders.refs import resolve_model
 from harness.errors import ConfigError, InputError
 from harness.io import atomic_write_json
+from harness.io.readers import read_json_object
 
 ECHO_SETTINGS_FILE = "harness_echo.json"
 
@@ -69,12 +70,7 @@ def read_echo_settings(folder: str | Path) -> dict[str, Any]:
     path = Path(folder) / ECHO_SETTINGS_FILE
     if not path.is_file():
         return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"malformed JSON ({exc.msg})", exc.lineno) from None
-    if not isinstance(data, dict):
-        raise InputError(path, f"expected a JSON object, got {type(data).__name__}")
+    data = read_json_object(path, "echo settings")
     known = tuple(EchoSettings.__dataclass_fields__)
     unknown = sorted(set(data) - set(known))
     if unknown:
