@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.ablation.cells import TrainCell, shard_filter
+from harness.ablation.cells import TrainCell
 from harness.ablation.runner import SuiteRun
 from harness.errors import ConfigError
 from harness.keys import content_key, train_run_config
@@ -360,15 +360,3 @@ def _ray(runner: SuiteRun, units: list[Unit], options: GridOptions) -> Failures:
 
 def _cluster_gpus(ray) -> bool:
     return float(ray.cluster_resources().get("GPU", 0)) > 0
-
-
-def select_cells(runner: SuiteRun, shard: tuple[int, int] = (1, 1), only: list[str] | None = None) -> list[TrainCell]:
-    """The training cells of ``--shard`` and ``--only`` (as :func:`harness.ablation.runner.run_suite`)."""
-    cells = shard_filter(runner.train_cells, shard)
-    if only:
-        names = {n for c in runner.train_cells for n in (c.variant.id, c.system, c.declared)}
-        unknown = sorted(set(only) - names)
-        if unknown:
-            raise ConfigError(f"--only names unknown variant(s): {', '.join(unknown)}")
-        cells = [c for c in cells if {c.variant.id, c.system, c.declared} & set(only)]
-    return cells

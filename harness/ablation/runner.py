@@ -392,6 +392,19 @@ def _has_gpu() -> bool:
     return torch.cuda.is_available()
 
 
+def select_cells(runner: SuiteRun, shard: tuple[int, int] = (1, 1), only: list[str] | None = None) -> list[TrainCell]:
+    """The training cells of ``--shard`` and ``--only``: a declared variant id selects all its cells, a
+    system or cell id selects those; an unknown name is refused."""
+    cells = shard_filter(runner.train_cells, shard)
+    if only:
+        names = {n for c in runner.train_cells for n in (c.variant.id, c.system, c.declared)}
+        unknown = sorted(set(only) - names)
+        if unknown:
+            raise ConfigError(f"--only names unknown variant(s): {', '.join(unknown)}")
+        cells = [c for c in cells if {c.variant.id, c.system, c.declared} & set(only)]
+    return cells
+
+
 def run_suite(suite: AblationSuite, scale: str = "tiny", results_root: str | Path = "results", *,
               shard: tuple[int, int] = (1, 1), only: list[str] | None = None,
               cache_dir: str | Path | None = None, progress: bool = True, validate: bool = True) -> SuiteOutcome:
@@ -403,14 +416,7 @@ def run_suite(suite: AblationSuite, scale: str = "tiny", results_root: str | Pat
     if validate:
         validate_plan(suite, scale)
     runner = SuiteRun(suite, scale, results_root, cache_dir, progress)
-    cells = shard_filter(runner.train_cells, shard)
-    if only:
-        # a declared variant id selects all its cells; a system or cell id selects those
-        names = {n for c in runner.train_cells for n in (c.variant.id, c.system, c.declared)}
-        unknown = sorted(set(only) - names)
-        if unknown:
-            raise ConfigError(f"--only names unknown variant(s): {', '.join(unknown)}")
-        cells = [c for c in cells if {c.variant.id, c.system, c.declared} & set(only)]
+    cells = select_cells(runner, shard, only)
     world, rank = _launch()
     if world > 1:
         # Under ``accelerate launch``/``torchrun`` every process trains each cell together (DDP);

@@ -83,8 +83,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _grid(suite, args) -> int:
     """``--emit-cells`` (print the units) or ``--executor`` (run them as jobs, then build the table here)."""
-    from harness.ablation.executors import GridOptions, build_units, emit_cells, run_grid, select_cells, suite_argument
-    from harness.ablation.runner import SuiteRun
+    from harness.ablation.executors import GridOptions, build_units, emit_cells, run_grid, suite_argument
+    from harness.ablation.runner import SuiteRun, select_cells
 
     runner = SuiteRun(suite, args.scale, args.results_root, args.cache_dir, progress=not args.no_progress)
     units = build_units(runner, select_cells(runner, args.shard, args.only))
