@@ -217,18 +217,13 @@ def _digest(module: Any) -> str:
 # ---------------------------------------------------------------------- presets
 _LORA_PAPER = {"r": 16, "alpha": 8, "dropout": 0.1, "target_modules": list(PROJECTIONS)}
 _PAPER = {
-    # Paper 003: Mistral-7B-v0.3, QLoRA r 16 alpha 8 dropout 0.1 on the projections, batch 512 with in-batch
-    # negatives only, lengths 256 (the echo doubles them), lr 2e-5 linear with 6000 warmup steps, 150k steps,
-    # lambda warm-up to 50k (values from SPLADE-max, the paper gives none).
-    "model": "mistralai/Mistral-7B-v0.3", "pooling": "last", "append_eos": False,
-    "query_max_length": 256, "doc_max_length": 256, "use_instructions": False, "symmetric_doc_prompt": False,
-    "similarity": "dot", "temperature": 1.0, "n_hard_negatives": 0,
-    "in_batch_negatives": True, "cross_batch_negatives": True,
-    "batch_size": 512, "grad_accum": 1, "sampling": "mixed",
-    "steps": 150_000, "warmup_steps": 6000, "lr": 2e-5, "schedule": "linear", "min_lr_ratio": 0.0,
-    "weight_decay": 0.01, "max_grad_norm": 1.0, "precision": "bf16", "gradient_checkpointing": True,
-    "lora": _LORA_PAPER, "seed": 42, "save_every": 5000,
-    "method_options": {"lambda_warmup_steps": 50_000, "quantization": "4bit"},
+    # Paper 003: SPLADE's paper preset (batch 512, lengths 256 -- the echo doubles them --, lr 2e-5 linear with
+    # 6000 warmup steps, 150k steps, lambda warm-up to 50k) on Mistral-7B-v0.3 with QLoRA r 16 alpha 8 dropout
+    # 0.1 on the projections, in-batch negatives only, bf16.
+    **Splade.presets["paper"],
+    "model": "mistralai/Mistral-7B-v0.3", "pooling": "last", "n_hard_negatives": 0, "precision": "bf16",
+    "lora": _LORA_PAPER,
+    "method_options": {**Splade.presets["paper"]["method_options"], "quantization": "4bit"},
 }
 # SmolLM2-135M-Instruct (tied head), LoRA without quantisation, sized for a CPU: echo doubles every text.  Measured
 # on a shared 2-core machine under heavy load: about 110 s per step of 8 MS MARCO echo pairs at lengths 32/64 (the
