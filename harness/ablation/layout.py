@@ -69,7 +69,7 @@ class LayoutKind:
                               f"{', '.join(sorted(layout.options))}")
 
     def render(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
-        raise NotImplementedError
+        raise NotImplementedError(f"layout kind {self.name!r} ({type(self).__qualname__}) defines no render()")
 
     def figure(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
         return None

@@ -360,11 +360,11 @@ def _test_resamples(order: Sequence[tuple[Any, str, str]], aggregate_methods: di
     size = 1
     if correction != "none":
         # The family of a comparison depends only on its labels, so sizes are known before any test runs.
-        stubs = [Comparison(metric=m, system=s, baseline=baseline, test=options.test, n=0, mean_base=math.nan,
+        planned = [Comparison(metric=m, system=s, baseline=baseline, test=options.test, n=0, mean_base=math.nan,
                             mean=math.nan, delta=math.nan, p_value=math.nan, p_adjusted=math.nan, ci_low=math.nan,
                             ci_high=math.nan, effect_size=math.nan, wins=0, ties=0, losses=0, dataset=d,
                             aggregate=aggregate_methods.get(d)) for d, s, m in order]
-        size = max(len(members) for members in family_groups(stubs, family)[1].values())
+        size = max(len(members) for members in family_groups(planned, family)[1].values())
     return resamples_for_family(size, alpha, options.resamples, options.max_resamples)
 
 
