@@ -7,24 +7,6 @@ import pytest
 
 from harness.cli import main
 
-DOCS = {"d1": "p53 mutations drive many human cancers", "d2": "Aspirin lowers the risk of heart attack",
-        "d3": "Mitochondria make ATP from glucose", "d4": "The tumor suppressor p53 regulates the cell cycle",
-        "d5": "Statins reduce cholesterol in the blood"}
-QUERIES = {"q1": "role of p53 in cancer", "q2": "does aspirin prevent heart attacks", "q3": "how cells make ATP"}
-QRELS = [("q1", "d1"), ("q1", "d4"), ("q2", "d2"), ("q3", "d3")]
-
-
-@pytest.fixture
-def dataset(tmp_path):
-    folder = tmp_path / "mini"
-    (folder / "qrels").mkdir(parents=True)
-    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n"
-                                                 for k, v in DOCS.items()))
-    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in QUERIES.items()))
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" +
-                                               "".join(f"{q}\t{d}\t1\n" for q, d in QRELS))
-    return folder
-
 
 def test_eval_splade_tiny_with_both_backends(dataset, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
