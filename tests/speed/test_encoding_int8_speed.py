@@ -20,7 +20,7 @@ from benchutil import interleaved_rounds, speed_ratios
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-N_TEXTS = 256
+N_TEXTS = 256  # = len(scifact_passages) (tests/speed/conftest.py)
 BATCH_SIZE = 32
 MAX_LENGTH = 256
 ROUNDS = 3
@@ -28,15 +28,8 @@ ROUNDS = 3
 pytestmark = [pytest.mark.benchmark, pytest.mark.slow, pytest.mark.needs_shared]
 
 
-@pytest.fixture(scope="module")
-def texts(shared_data):
-    from harness.data import load_beir
-
-    corpus = load_beir(shared_data / "scifact", "test").corpus
-    return corpus.subset(corpus.ids[:N_TEXTS]).passages()
-
-
-def test_int8_vs_fp32_encode_speed(benchmark, texts):
+def test_int8_vs_fp32_encode_speed(benchmark, scifact_passages):
+    texts = scifact_passages
     import torch
 
     from harness.encoders.hf import HFEncoder

@@ -15,20 +15,12 @@ from benchutil import interleaved_rounds, speed_ratios
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-N_TEXTS = 256
+N_TEXTS = 256  # = len(scifact_passages) (tests/speed/conftest.py)
 BATCH_SIZE = 32
 MAX_LENGTH = 256
 ROUNDS = 3
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.slow, pytest.mark.needs_shared]
-
-
-@pytest.fixture(scope="module")
-def scifact_passages(shared_data):
-    from harness.data import load_beir
-
-    corpus = load_beir(shared_data / "scifact", "test").corpus
-    return corpus.subset(corpus.ids[:N_TEXTS]).passages()
 
 
 def test_sparse_encode_throughput_vs_sparse_encoder(benchmark, scifact_passages, tmp_path):
