@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,9 +13,6 @@ from harness.cli import build_parser, main
 from harness.cli.eval import warn_ignored_options
 from harness.retrieval.impact import QUANTIZATIONS
 from harness.retrieval.sparse import BACKENDS
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sparse"))
-from test_sparse_eval_cli import dataset  # noqa: E402,F401  (the five-document fixture)
 
 
 def _parse(*extra: str) -> argparse.Namespace:
