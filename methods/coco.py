@@ -33,8 +33,10 @@ file's content digest instead of its path, so the same corpus at another path re
 
 MLM (optional, ``mlm_weight`` > 0; :mod:`methods.coco_mlm`): the backbone is loaded with its MLM
 head (refused when the model has none), each micro-batch also carries a BERT-masked copy of its
-``span_a`` tokens (masks seeded by run seed and micro-batch), and the loss is the contrastive mean
-plus ``mlm_weight`` times the MLM cross-entropy of this rank's masked spans.  Not here (BERT-specific,
+``span_a`` tokens (masks seeded by run seed, micro-batch and the document's place in the global
+batch, so they do not depend on the number of processes), and the loss is the contrastive mean
+plus ``mlm_weight`` times the MLM cross-entropy averaged over the masked tokens of the global batch
+(2 gloo processes equal 1 process with the global batch, tested).  Not here (BERT-specific,
 optional in the spec): the Condenser head.
 """
 from __future__ import annotations
@@ -53,7 +55,7 @@ from harness.errors import ConfigError
 from harness.method import Method, register_method
 from harness.train import distributed as D
 from harness.train.batching import ViewBatch
-from methods.coco_mlm import MlmDenseHead, check_mlm_backbone, mask_tokens, mlm_loss
+from methods.coco_mlm import MlmDenseHead, check_mlm_backbone, mask_tokens, mlm_loss_sum
 from methods.coco_spans import span_sources
 from methods.uniform import _PAPER, _SMALL, _TINY
 
@@ -190,10 +192,12 @@ class Coco(Method):
                  for k, name in enumerate(VIEWS)}
         batch = CocoBatch(views, groups[lo:hi], groups, list(examples[lo:hi]))
         if float(ctx.options.get("mlm_weight", 0.0) or 0.0) > 0:
-            gen = torch.Generator().manual_seed(int(np.random.SeedSequence(
-                [ctx.spec.seed, _MLM_STREAM, micro_index, ctx.rank]).generate_state(1)[0]))
+            # One seed per document of the global batch, not per rank: 2 processes mask what 1 process masks.
+            seeds = [int(np.random.SeedSequence([ctx.spec.seed, _MLM_STREAM, micro_index, g]).generate_state(1)[0])
+                     for g in range(lo, hi)]
             ids, labels = mask_tokens(views["span_a"]["input_ids"], views["span_a"]["attention_mask"], ctx.tokenizer,
-                                      float(ctx.options.get("mlm_probability", 0.15)), gen)
+                                      float(ctx.options.get("mlm_probability", 0.15)), row_seeds=seeds,
+                                      width=length)
             batch.mlm = {"input_ids": ids, "attention_mask": views["span_a"]["attention_mask"], "labels": labels}
         return batch
 
@@ -214,8 +218,14 @@ class Coco(Method):
         feats = {k: v.to(ctx.device) for k, v in batch.mlm.items()}
         backbone: torch.nn.Module = ctx.model.backbone      # type: ignore[assignment]
         logits = backbone(input_ids=feats["input_ids"], attention_mask=feats["attention_mask"]).logits
-        mlm = mlm_loss(logits, feats["labels"])
-        self.last = {"mlm_loss": float(mlm.detach()), "contrastive_loss": float(loss.detach())}
+        # The mean over the masked tokens of the global batch: this rank's sum over the global count, times the
+        # world size because DDP averages the ranks' gradients (and the trainer logs the ranks' mean loss).
+        total, count = mlm_loss_sum(logits, feats["labels"])
+        sums = D.all_reduce_sum(torch.tensor([float(total.detach()), float(count)], dtype=torch.float64))
+        global_count = max(float(sums[1]), 1.0)
+        mlm = total * (ctx.world_size / global_count)
+        contrastive = D.all_reduce_sum(loss.detach().double().reshape(1)) / ctx.world_size
+        self.last = {"mlm_loss": float(sums[0]) / global_count, "contrastive_loss": float(contrastive)}
         return loss + weight * mlm.to(loss.dtype)
 
     last: dict[str, float]

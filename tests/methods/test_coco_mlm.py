@@ -8,7 +8,7 @@ from trainutil import make_tiny_bert
 
 from harness.errors import ConfigError
 from methods.coco import Coco, CocoBatch, coco_losses
-from methods.coco_mlm import IGNORE, MlmDenseHead, mask_tokens
+from methods.coco_mlm import IGNORE, MlmDenseHead, mask_tokens, mlm_loss, mlm_loss_sum
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 EXAMPLES = [(0, 3), (1, 7), (0, 11), (1, 2), (0, 40), (1, 5)]
@@ -50,6 +50,43 @@ def test_bert_masking_rule_is_seeded_and_spares_special_and_padding_tokens(world
     assert 0.6 < replaced < 0.95                                                # ~80% become [MASK]
     with pytest.raises(ConfigError, match=r"mlm_probability must lie in \(0, 1\)"):
         mask_tokens(ids, mask, tok, 1.5)
+
+
+def test_row_seeded_masks_do_not_depend_on_the_rows_padded_together(world):
+    """COCO seeds each document of the global batch: a row's mask must be the same alone (as on one rank of
+    two) as padded with longer rows (one process with the global batch)."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(world[1])
+    texts = ["alpha beta gamma delta epsilon zeta eta theta", "one two three four five six seven eight nine ten "
+             "eleven twelve thirteen fourteen fifteen sixteen"]
+    both = tok(texts, padding=True, truncation=True, max_length=32, return_tensors="pt")
+    alone = tok(texts[:1], padding=True, truncation=True, max_length=32, return_tensors="pt")
+    assert alone["input_ids"].shape[1] < both["input_ids"].shape[1]
+    m_both, l_both = mask_tokens(both["input_ids"], both["attention_mask"], tok, 0.4, row_seeds=[11, 12], width=32)
+    m_one, l_one = mask_tokens(alone["input_ids"], alone["attention_mask"], tok, 0.4, row_seeds=[11], width=32)
+    n = alone["input_ids"].shape[1]
+    assert torch.equal(m_one[0], m_both[0, :n]) and torch.equal(l_one[0], l_both[0, :n])
+    assert (l_both[0] != IGNORE).sum() > 0 and (l_both[1] != IGNORE).sum() > 0
+    other, _ = mask_tokens(alone["input_ids"], alone["attention_mask"], tok, 0.4, row_seeds=[99], width=32)
+    assert not torch.equal(other, m_one)                                        # the seed matters
+    with pytest.raises(ValueError, match="one seed per row"):
+        mask_tokens(both["input_ids"], both["attention_mask"], tok, 0.4, row_seeds=[11], width=32)
+
+
+def test_mlm_loss_sum_over_two_halves_gives_the_mean_of_the_whole(world):
+    """The global MLM mean of two ranks is (sum_0 + sum_1) / (count_0 + count_1), not the mean of the means."""
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(4, 6, 50, generator=gen)
+    labels = torch.full((4, 6), IGNORE)
+    labels[0, 1], labels[0, 3], labels[0, 4], labels[2, 2] = 7, 8, 9, 10      # 3 masked tokens in half 0, 1 in 1
+    whole = mlm_loss(logits, labels)
+    (s0, c0), (s1, c1) = mlm_loss_sum(logits[:2], labels[:2]), mlm_loss_sum(logits[2:], labels[2:])
+    assert (c0, c1) == (3, 1)
+    assert float((s0 + s1) / (c0 + c1)) == pytest.approx(float(whole), rel=1e-6)
+    assert float((s0 / c0 + s1 / c1) / 2) != pytest.approx(float(whole), rel=1e-3)
+    empty, n = mlm_loss_sum(logits[1:2], labels[1:2])
+    assert n == 0 and float(empty) == 0.0
 
 
 def test_loss_is_the_contrastive_mean_plus_the_weighted_hand_computed_mlm_ce(world):
