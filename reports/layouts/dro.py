@@ -3,8 +3,10 @@
 ``dro-results``
     the ``results`` table (variants as rows, (benchmark, metric) columns, paired tests against
     the baseline with the suite's correction) plus a column ``Worst Δ``: for each row, the lowest
-    delta against the baseline over the table's benchmark columns (aggregates left out), so a
-    method that gains on average but loses on one dataset shows it; a note names that dataset.
+    delta against the baseline over the table's benchmark columns of the suite's first metric
+    (the reported one, nDCG@10 in COCO-DR; aggregates left out; every benchmark column when none
+    has that metric), so a method that gains on average but loses on one dataset shows it, and
+    a Recall@100 column is not compared with an nDCG@10 one; a note names that dataset.
 ``cluster-weights``
     one variant (its single column) trained by a DRO method: the table lists its clusters
     (final weight, mean weight over training, mean batch loss, last size) and the figure is the
@@ -40,24 +42,37 @@ class DroResultsLayout(LayoutKind):
     needs_rows = True
 
     def render(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
-        from reports.table import Cell, Column
-
         table = results_table(suite, scale, results_root, layout)
-        aggregates = suite.scale(scale).aggregates
-        datasets = {f"{c.benchmark}/{c.metric}": c.benchmark for c in layout.columns if c.benchmark not in aggregates}
-        worst_notes = []
-        for row in table.rows:
-            deltas = {key: row.cells[key].delta for key in datasets if key in row.cells
-                      and row.cells[key].delta is not None}
-            if row.kind == "baseline" or not deltas:
-                continue
-            key = min(deltas, key=lambda k: float(deltas[k] or 0.0))
-            row.cells[WORST] = Cell(deltas[key])
-            worst_notes.append(f"{row.label}: {datasets[key]} ({key.split('/', 1)[1]})")
-        table.columns.append(Column(WORST, "Worst Δ", group="vs baseline"))
-        table.notes.append("Worst Δ: the lowest difference to the baseline over the benchmark columns "
-                           "(aggregates left out); " + "; ".join(worst_notes) + ".")
-        return table
+        columns = [(c.benchmark, c.metric) for c in layout.columns]
+        labels = {b.id: b.label for b in suite.scale(scale).benchmarks}
+        return add_worst_delta(table, columns, set(suite.scale(scale).aggregates), suite.metrics[0], labels)
+
+
+def add_worst_delta(table: Any, columns: list[tuple[str, str]], aggregates: set[str], metric: str,
+                    labels: dict[str, str] | None = None) -> Any:
+    """Append the ``Worst Δ`` column to a results ``table`` whose cells are keyed ``benchmark/metric``:
+    per non-baseline row, the lowest delta over the benchmark ``columns`` of ``metric`` (all benchmark
+    columns when none has it; aggregates left out), and a note naming each row's worst dataset."""
+    from reports.table import Cell, Column
+
+    benchmarks = [(b, m) for b, m in columns if b not in aggregates]
+    chosen = [(b, m) for b, m in benchmarks if m == metric] or benchmarks
+    datasets = {f"{b}/{m}": b for b, m in chosen}
+    used = sorted({m for _, m in chosen})
+    worst_notes = []
+    for row in table.rows:
+        deltas = {key: row.cells[key].delta for key in datasets if key in row.cells
+                  and row.cells[key].delta is not None}
+        if row.kind == "baseline" or not deltas:
+            continue
+        key = min(deltas, key=lambda k: float(deltas[k] or 0.0))
+        row.cells[WORST] = Cell(deltas[key])
+        name = datasets[key]
+        worst_notes.append(f"{row.label}: {(labels or {}).get(name, name)} ({key.split('/', 1)[1]})")
+    table.columns.append(Column(WORST, "Worst Δ", group="vs baseline"))
+    table.notes.append(f"Worst Δ: the lowest difference to the baseline over the benchmark columns of "
+                       f"{', '.join(used)} (aggregates left out); " + "; ".join(worst_notes) + ".")
+    return table
 
 
 def trace_path(suite: AblationSuite, scale: str, results_root: str | Path, variant: str) -> Path:
