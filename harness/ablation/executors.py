@@ -20,6 +20,7 @@ process that launched the grid (:meth:`harness.ablation.runner.SuiteRun.report`)
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import sys
 import time
@@ -216,6 +217,20 @@ def emit_cells(runner: SuiteRun, units: Sequence[Unit], suite_arg: str) -> dict[
 
 
 # ---------------------------------------------------------------------- executors
+JobFunction = Callable[[str, str, str, "str | None", str], str]
+
+
+def run_cell_job(suite_arg: str, scale: str, results_root: str, cache_dir: str | None, key: str) -> str:
+    """The function a submitit/Ray job runs: one unit by key, in a fresh process (or on another node)."""
+    from harness.ablation.validate import load_validated
+
+    suite = load_validated(suite_arg, scale)
+    runner = SuiteRun(suite, scale, results_root, cache_dir, progress=False)
+    unit = find_unit(runner, key)
+    run_unit(runner, unit)
+    return unit.key
+
+
 @dataclass
 class GridOptions:
     suite_arg: str
@@ -227,6 +242,12 @@ class GridOptions:
     timeout_min: int = 24 * 60
     gpus_per_job: int = 1
     slurm_partition: str | None = None
+    # what a submitit/Ray job calls with (suite_arg, scale, results_root, cache_dir, key): tests time the
+    # scheduling with a trivial one; it must be importable (or picklable) where the jobs run
+    job: JobFunction = run_cell_job
+
+
+Failures = list[tuple[Unit, str]]
 
 
 def run_grid(runner: SuiteRun, units: Sequence[Unit], executor: str, options: GridOptions,
@@ -236,30 +257,33 @@ def run_grid(runner: SuiteRun, units: Sequence[Unit], executor: str, options: Gr
         raise ConfigError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
     if options.workers < 1:
         raise ConfigError(f"--workers {options.workers}: expected >= 1")
-    submit = {"local": _local, "submitit": _submitit, "ray": _ray}[executor]
-    if executor == "ray":
-        _require_ray()
     say = progress or (lambda message: log.info("%s", message))
-    for i, wave in enumerate(waves(units), start=1):
-        pending = [u for u in wave if not u.done and not _finished(runner, u)]
-        if not pending:
-            continue
-        say(f"wave {i}: {len(pending)} unit(s) on {executor} ({', '.join(sorted({u.kind for u in pending}))})")
-        start = time.perf_counter()
-        failures = submit(runner, pending, options)
-        if failures:
-            lines = "; ".join(f"{u.label} ({u.kind} {u.key[:12]}): {why}" for u, why in failures)
-            raise ConfigError(f"{len(failures)} unit(s) failed in wave {i}: {lines}")
-        say(f"wave {i} done in {time.perf_counter() - start:.1f}s")
+    # Ray is connected once for the whole grid (a local instance takes seconds to start), lazily: a grid
+    # with nothing left to run starts nothing
+    ray_grid = _RayGrid(options, say) if executor == "ray" else None
+    submit: Callable[[SuiteRun, list[Unit], GridOptions], Failures] = (
+        ray_grid.run if ray_grid is not None else {"local": _local, "submitit": _submitit}[executor])
+    try:
+        for i, wave in enumerate(waves(units), start=1):
+            pending = [u for u in wave if not u.done and not _finished(runner, u)]
+            if not pending:
+                continue
+            say(f"wave {i}: {len(pending)} unit(s) on {executor} ({', '.join(sorted({u.kind for u in pending}))})")
+            start = time.perf_counter()
+            failures = submit(runner, pending, options)
+            if failures:
+                lines = "; ".join(f"{u.label} ({u.kind} {u.key[:12]}): {why}" for u, why in failures)
+                raise ConfigError(f"{len(failures)} unit(s) failed in wave {i}: {lines}")
+            say(f"wave {i} done in {time.perf_counter() - start:.1f}s")
+    finally:
+        if ray_grid is not None:
+            ray_grid.close()
 
 
 def _finished(runner: SuiteRun, unit: Unit) -> bool:
     if unit.kind == "eval":
         return runner.is_evaluated(unit.cell)
     return runner.is_trained_key(unit.key)
-
-
-Failures = list[tuple[Unit, str]]
 
 
 def _local(runner: SuiteRun, units: list[Unit], options: GridOptions) -> Failures:
@@ -281,17 +305,6 @@ def _local(runner: SuiteRun, units: list[Unit], options: GridOptions) -> Failure
 
     with ThreadPoolExecutor(max_workers=options.workers) as pool:
         return [f for f in pool.map(one, units) if f is not None]
-
-
-def run_cell_job(suite_arg: str, scale: str, results_root: str, cache_dir: str | None, key: str) -> str:
-    """The function a submitit/Ray job runs: one unit by key, in a fresh process (or on another node)."""
-    from harness.ablation.validate import load_validated
-
-    suite = load_validated(suite_arg, scale)
-    runner = SuiteRun(suite, scale, results_root, cache_dir, progress=False)
-    unit = find_unit(runner, key)
-    run_unit(runner, unit)
-    return unit.key
 
 
 def _submitit(runner: SuiteRun, units: list[Unit], options: GridOptions) -> Failures:
@@ -317,7 +330,7 @@ def _submitit(runner: SuiteRun, units: list[Unit], options: GridOptions) -> Fail
     failures: Failures = []
     root, cache = str(options.results_root), str(options.cache_dir) if options.cache_dir else None
     for batch in batches:
-        jobs = executor.map_array(run_cell_job, [options.suite_arg] * len(batch), [options.scale] * len(batch),
+        jobs = executor.map_array(options.job, [options.suite_arg] * len(batch), [options.scale] * len(batch),
                                   [root] * len(batch), [cache] * len(batch), [u.key for u in batch])
         for u, job in zip(batch, jobs):
             log.info("%s %s: %s job %s", u.kind, u.label, executor.cluster, job.job_id)
@@ -330,33 +343,119 @@ def _submitit(runner: SuiteRun, units: list[Unit], options: GridOptions) -> Fail
     return failures
 
 
-def _require_ray():
+RAY_MISSING = ("--executor ray needs the package 'ray': pip install 'retrieval-harness[cluster]' (submitit and "
+               "Ray; or the extra 'ray' alone), or scripts/setup.sh --dev")
+
+
+def _require_ray() -> Any:
+    # Ray reads these when it is imported: every line a job logs reaches the user (Ray's default merges
+    # lines that differ only in their numbers, i.e. metrics and keys), without colour codes in a log file
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    if not sys.stderr.isatty():
+        os.environ.setdefault("RAY_COLOR_PREFIX", "0")
     try:
         import ray  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
-        raise ConfigError("--executor ray needs the optional extra 'ray' (pip install 'retrieval-harness[ray]'); "
-                          "it is not installed by scripts/setup.sh") from None
+        raise ConfigError(RAY_MISSING) from None
     return ray
 
 
-def _ray(runner: SuiteRun, units: list[Unit], options: GridOptions) -> Failures:
-    """Ray tasks per wave on the cluster ``ray.init()`` finds (``RAY_ADDRESS``), else a local one."""
-    ray = _require_ray()
-    if not ray.is_initialized():
-        ray.init()
-    task = ray.remote(num_gpus=options.gpus_per_job if _cluster_gpus(ray) else 0)(run_cell_job)
-    root, cache = str(options.results_root), str(options.cache_dir) if options.cache_dir else None
-    failures: Failures = []
-    for i in range(0, len(units), options.workers):
-        batch = units[i:i + options.workers]
-        refs = [task.remote(options.suite_arg, options.scale, root, cache, u.key) for u in batch]
-        for u, ref in zip(batch, refs):
-            try:
-                ray.get(ref)
-            except Exception as exc:  # noqa: BLE001
-                failures.append((u, str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__))
-    return failures
+def ray_job(job: JobFunction, suite_arg: str, scale: str, results_root: str, cache_dir: str | None,
+            key: str) -> str:
+    """A Ray task: ``job`` in a fresh Ray worker process, set up like ``harness run-cell`` (our log lines
+    on stderr, which Ray forwards to the driver; torch threads from ``HARNESS_NUM_THREADS``)."""
+    harness_log = logging.getLogger("harness")
+    if not harness_log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
+        harness_log.addHandler(handler)
+        harness_log.setLevel(logging.INFO)
+        harness_log.propagate = False
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    threads = os.environ.get("HARNESS_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > 0:
+        import torch
+
+        torch.set_num_threads(int(threads))
+    try:
+        return job(suite_arg, scale, results_root, cache_dir, key)
+    finally:
+        for each in harness_log.handlers:
+            each.flush()
 
 
-def _cluster_gpus(ray) -> bool:
-    return float(ray.cluster_resources().get("GPU", 0)) > 0
+class _RayGrid:
+    """The Ray side of :func:`run_grid`: the cluster ``RAY_ADDRESS`` names (or one this process is
+    already connected to), else a local instance of ``workers`` CPUs started here, without dashboard,
+    and shut down when the grid ends.  Each unit is one task in a fresh worker process (``max_calls=1``:
+    a GPU and the memory of a model are given back when the unit ends); at most ``workers`` run at a
+    time, a new one starting as soon as any finishes."""
+
+    def __init__(self, options: GridOptions, say: Callable[[str], None]) -> None:
+        self.ray = _require_ray()
+        self.options = options
+        self.say = say
+        self.started = False
+        self.task: Any = None
+
+    def _connect(self) -> None:
+        ray, options = self.ray, self.options
+        where = "the Ray connection this process already has"
+        if not ray.is_initialized():
+            address = os.environ.get("RAY_ADDRESS")
+            if address:
+                ray.init(address=address, log_to_driver=True)
+                where = f"the Ray cluster at {address}"
+            else:
+                # "local": a new instance even if another process on this machine runs one
+                os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")     # no usage report leaves the machine
+                ray.init(address="local", num_cpus=options.workers, include_dashboard=False, log_to_driver=True,
+                         logging_level=logging.WARNING)
+                where = "a local Ray instance"
+            self.started = True
+        resources = ray.cluster_resources()
+        gpus = float(resources.get("GPU", 0))
+        self.say(f"ray: {where} ({float(resources.get('CPU', 0)):g} CPU(s), {gpus:g} GPU(s))")
+        self.task = ray.remote(num_cpus=1, num_gpus=options.gpus_per_job if gpus > 0 else 0, max_calls=1)(ray_job)
+
+    def run(self, runner: SuiteRun, units: list[Unit], options: GridOptions) -> Failures:
+        if self.task is None:
+            self._connect()
+        ray = self.ray
+        root, cache = str(options.results_root), str(options.cache_dir) if options.cache_dir else None
+        todo, failures = list(units), []
+        running: dict[Any, Unit] = {}
+        try:
+            while todo or running:
+                while todo and len(running) < options.workers:
+                    u = todo.pop(0)
+                    running[self.task.remote(options.job, options.suite_arg, options.scale, root, cache, u.key)] = u
+                ready, _ = ray.wait(list(running), num_returns=1)
+                for ref in ready:
+                    u = running.pop(ref)
+                    try:
+                        ray.get(ref)
+                    except Exception as exc:  # noqa: BLE001 - a task's error is reported with its unit
+                        failures.append((u, _ray_error(exc)))
+        except BaseException:
+            for ref in running:                 # interrupted: nothing keeps running behind the user's back
+                ray.cancel(ref, force=True)
+            raise
+        return failures
+
+    def close(self) -> None:
+        if self.started:
+            self.ray.shutdown()
+            self.started = False
+        self.task = None
+
+
+def _ray_error(exc: BaseException) -> str:
+    """One line for a failed task: the job's own exception (Ray wraps it with the remote traceback)."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException):
+        lines = str(cause).strip().splitlines()
+        return f"{type(cause).__name__}: {lines[0]}" if lines else type(cause).__name__
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[-1]}" if lines else type(exc).__name__

@@ -91,7 +91,7 @@ def test_waves_and_selection_keep_dependencies(tmp_path):
     assert [[u.kind for u in w] for w in waves(units)] == [["dependency"], ["train"]]
 
 
-def test_bad_keys_executors_and_missing_ray_are_refused(tmp_path, capsys):
+def test_bad_keys_executors_and_missing_ray_are_refused(tmp_path, capsys, monkeypatch):
     suite = _suite(tmp_path / "claims.yaml")
     assert main(["run-cell", "0123456789abcdef", "--suite", str(suite), "--results-root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
@@ -100,13 +100,12 @@ def test_bad_keys_executors_and_missing_ray_are_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["run", str(suite), "--executor", "slurm"])
     assert "invalid choice: 'slurm'" in capsys.readouterr().err
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        assert main(["run", str(suite), "--results-root", str(tmp_path), "--executor", "ray"]) == 2
-        err = capsys.readouterr().err
-        assert "--executor ray needs the optional extra 'ray'" in err and "pip install" in err
-        assert not (tmp_path / "cells").exists()                 # refused before any work
+    monkeypatch.setitem(sys.modules, "ray", None)                # `import ray` fails as if it were not installed
+    assert main(["run", str(suite), "--results-root", str(tmp_path), "--executor", "ray"]) == 2
+    err = capsys.readouterr().err
+    assert "--executor ray needs the package 'ray': pip install 'retrieval-harness[cluster]'" in err
+    assert "scripts/setup.sh --dev" in err
+    assert not (tmp_path / "cells").exists()                     # refused before any work
 
 
 # ---------------------------------------------------------------------- end to end (real training)
