@@ -18,8 +18,21 @@ Stage 2, training: the uniform recipe (``presets`` are uniform's) on the mined r
 :func:`methods.mining.language_topic_batches` over all training rows (one language per batch,
 topics round-robin; METHODS.md M6) instead of the sampler; epoch e uses seed ``spec.seed + e``, so
 the batch of a step is a function of the step (a resumed run continues identically).  ``weights``
-(``constant`` 0.45/0.4 or ``portion``, METHODS.md M7) multiplies each micro-batch's loss by the
-mean w_l + w_t of its rows.  Languages and topics come from :mod:`methods.mining.topics`.
+(``constant`` 0.45/0.4 or ``portion``, METHODS.md M7) applies w_l + w_t as ``weighting`` says:
+``batch`` multiplies each micro-batch's loss by the mean w_l + w_t of its rows (the released code,
+xir_BDUMDR trainer.py ``compute_loss``); ``sample`` weights each query's own InfoNCE term by its
+w_l + w_t and averages (the paper's text, Sec. 3.5: "for each data point ... the weight assigned to
+each negative").  Languages and topics come from :mod:`methods.mining.topics`.
+
+Why ``sample`` exists (the clipping decision): the released recipe trains with the Hugging Face
+Trainer, whose default ``max_grad_norm`` of 1.0 the README's command does not change, so it clips
+like our TrainSpec default.  A per-batch scalar weight only rescales that batch's gradient, and
+clipping to norm 1 undoes any rescale of a gradient whose norm exceeds 1 -- which every step of the
+small suite's did -- so ``batch`` weights cannot change the update there.  ``sample`` weights
+change the gradient's direction (a batch is monolingual but mixes topics, so w_t and, in ``portion``
+mode, the weights differ within it) and survive clipping.  Constant weights (0.45 + 0.4 for every
+row) are a global loss scale in either mode: AdamW is invariant to it up to ``adam_eps``, clipped or
+not (METHODS.md 5.5: report that honestly).
 
 Exports (``<run>/method/``): ``mining.json`` (per source: the mining report, the settings and the
 truth statistics) and, with batches or weights, ``batches.json`` (label counts, weight tables).
@@ -49,6 +62,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BATCHES = ("sampler", "language_topic")
+# How w_l + w_t enter the loss: the batch mean times the batch loss (code) or per query (paper text).
+WEIGHTINGS = ("batch", "sample")
 MINING_OPTIONS = ("retrievers", "bm25_language", "fusion", "depth", "corpus", "strategy", "k", "shift", "window",
                   "threshold", "margin", "percent", "pos_agg", "mining_seed", "judge", "filter_mode", "judge_mode",
                   "judge_rows", "judge_depth", "judge_batch_size", "judge_max_tokens", "generate",
@@ -115,7 +130,7 @@ class Mined(Method):
         "judge_batch_size": 16,
         "judge_max_tokens": None, "generate": "none", "generate_max_tokens": 64, "truth": None,
         "batches": "sampler", "languages": "source", "topics": "kmeans", "n_topics": 12, "topic_threshold": 0.5,
-        "topic_model": None, "weights": "none", "language_weight": 0.45, "topic_weight": 0.4,
+        "topic_model": None, "weights": "none", "weighting": "batch", "language_weight": 0.45, "topic_weight": 0.4,
         "plan_queries": None, "plan_docs": None,
     }
 
@@ -135,6 +150,7 @@ class Mined(Method):
         check_choice("mined", "filter_mode", opts["filter_mode"], tuple(FILTER_MODES))
         check_choice("mined", "batches", opts["batches"], BATCHES)
         check_choice("mined", "weights", opts["weights"], ("none", *WEIGHT_MODES))
+        check_choice("mined", "weighting", opts["weighting"], WEIGHTINGS)
         if not isinstance(opts["retrievers"], list) or not opts["retrievers"]:
             raise ConfigError("mined: option 'retrievers' must be a non-empty list of models (or 'bm25')")
         if not 0.0 < float(opts["percent"]) <= 1.0:
@@ -336,11 +352,25 @@ class Mined(Method):
             return 1.0
         return float(np.mean([self._weights[self._position[(int(s), int(r))]] for s, r in examples]))
 
-    def reduce(self, out, ctx):
-        loss = out.losses.mean()
+    def sample_weights(self, examples: Sequence[tuple[int, int]]) -> np.ndarray:
+        """Each row's w_l + w_t, in the order of ``examples`` (ones without weights)."""
         if self._weights is None:
-            return loss
-        return loss * self.batch_weight(ctx.batch.examples)
+            return np.ones(len(examples), dtype=np.float64)
+        return np.array([self._weights[self._position[(int(s), int(r))]] for s, r in examples], dtype=np.float64)
+
+    def reduce(self, out, ctx):
+        if self._weights is None:
+            return out.losses.mean()
+        if ctx.options["weighting"] == "sample":
+            import torch
+
+            examples = ctx.batch.examples
+            if len(examples) != out.losses.shape[0]:
+                raise ConfigError(f"mined: weighting 'sample' needs one loss per query of the batch, got "
+                                  f"{out.losses.shape[0]} losses for {len(examples)} queries")
+            w = torch.as_tensor(self.sample_weights(examples), dtype=out.losses.dtype, device=out.losses.device)
+            return (out.losses * w).mean()
+        return out.losses.mean() * self.batch_weight(ctx.batch.examples)
 
     # ------------------------------------------------------------------ outputs
     def export(self, ctx, directory: Path) -> None:
@@ -362,4 +392,4 @@ class Mined(Method):
             atomic_write_json(directory / "batches.json", tables)
 
 
-__all__ = ["BATCHES", "MINING_OPTIONS", "Mined", "truth_statistics"]
+__all__ = ["BATCHES", "MINING_OPTIONS", "WEIGHTINGS", "Mined", "truth_statistics"]
