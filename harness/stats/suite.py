@@ -32,6 +32,7 @@ weighted per-query differences.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,12 +47,38 @@ from harness.stats.align import PairedScores, align
 from harness.stats.compare import DEFAULT_OPTIONS, Comparison, StatsOptions, compare_group
 from harness.stats.correction import CORRECTION_CONTROLS, CORRECTION_NAMES, CORRECTIONS, adjust_pvalues
 from harness.stats.floor import floor_note, monte_carlo_bounds, resamples_for_family
+from harness.stats.resolve import KIND_NAMES, Resolution, resolve_sign_flip
 
 FAMILIES = ("all", "metric", "dataset", "system")
 Family = str | Callable[[Comparison], Any]
 # Results by dataset, then system.  Dataset keys are names, or None for one unnamed dataset; the key is
 # typed Any because a Mapping's key type is invariant (a dict[str, ...] is no Mapping[str | None, ...]).
 SuiteResults = Mapping[Any, Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class ResolvedDecision:
+    """A comparison Monte Carlo could not settle at the cap, decided without Monte Carlo error.
+
+    ``kind`` is ``exact`` (exact permutation p on the metric's grid), ``bounded``
+    (exact bounds on p decide it) or ``saddlepoint`` (the bounds straddle the
+    threshold; the Lugannani-Rice value decides), see :mod:`harness.stats.resolve`.
+    """
+
+    comparison: Comparison
+    kind: str
+    p_low: float
+    p_high: float
+    saddlepoint: float
+    monte_carlo_p: float        # the p it replaces, from B = resamples sign flips
+    resamples: int | None
+    grid: str
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.comparison
+        return {"dataset": c.dataset, "system": c.system, "metric": c.metric, "method": self.kind,
+                "p_value": c.p_value, "p_low": self.p_low, "p_high": self.p_high, "saddlepoint": self.saddlepoint,
+                "monte_carlo_p": self.monte_carlo_p, "resamples": self.resamples, "grid": self.grid}
 
 
 @dataclass
@@ -72,6 +99,8 @@ class ComparisonReport:
     test_resamples: int | None = None   # the test's B when a large family raised it above options.resamples
     # Comparisons whose decision is still within Monte Carlo error of its threshold at max_resamples.
     unsettled: list[Comparison] = field(default_factory=list)
+    # Randomization-test decisions that were unsettled at max_resamples, resolved deterministically.
+    resolved: list[ResolvedDecision] = field(default_factory=list)
 
     def get(self, system: str, metric: str, dataset: str | None = None) -> Comparison:
         for c in self.comparisons:
@@ -98,6 +127,8 @@ class ComparisonReport:
             lines.append(f"Warning: {len(self.unsettled)} decision(s) lie within Monte Carlo error of their corrected "
                          f"threshold even at B={self.options.max_resamples} (another seed may decide them the "
                          f"other way): {names}.")
+        if self.resolved:
+            lines.append(self.resolved_note())
         if self.aggregates:
             lines.append(f"Aggregates: {AGGREGATE_DESCRIPTIONS[self.aggregate_method]}.")
             nested = [f"{m} in {name}" for name, members in self.aggregates.items() for m in members
@@ -117,6 +148,19 @@ class ComparisonReport:
         size = max(c.family_size for c in self.comparisons)
         b = min(c.resamples or self.options.resamples for c in monte_carlo)
         return floor_note(size, self.alpha, b, CORRECTION_NAMES[self.correction])
+
+    def resolved_note(self) -> str:
+        """Which decisions Monte Carlo left unsettled at the cap, and how each was resolved."""
+        counts = {k: sum(r.kind == k for r in self.resolved) for k in KIND_NAMES}
+        how = ", ".join(f"{n} by {KIND_NAMES[k]}" for k, n in counts.items() if n)
+        names = "; ".join(f"{r.comparison.system} on {r.comparison.metric}"
+                          + (f" ({r.comparison.dataset})" if r.comparison.dataset else "") + f" [{r.kind}]"
+                          for r in self.resolved)
+        draws = "/".join(str(b) for b in sorted({r.resamples for r in self.resolved if r.resamples}))
+        return (f"Decided without Monte Carlo error: {len(self.resolved)} decision(s) lay within Monte Carlo error "
+                f"of their corrected threshold at B={draws or '-'} sign flips (cap {self.options.max_resamples}); "
+                f"their p-values were computed from the data alone and are the same under every seed: {how}: "
+                f"{names}.")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -138,6 +182,7 @@ class ComparisonReport:
             "description": self.describe(),
             "comparisons": [c.to_dict() for c in self.comparisons],
             "unsettled": [[c.dataset, c.system, c.metric] for c in self.unsettled],
+            "resolved": [r.to_dict() for r in self.resolved],
         }
 
 
@@ -269,27 +314,118 @@ def compare_suite(results: SuiteResults, metrics: Sequence[str], *,
         for metric in measured[where]:
             done.update({(where, s, metric): c for s, c in run(where, metric, others, test_b).items()})
     comparisons = [done[key] for key in order]
-    # Monte Carlo decisions too close to their threshold to trust are redrawn with 10x the resamples (the
-    # streams extend each other), until settled or at the cap.
-    b = test_b
-    while options.test != "ttest" and b < options.max_resamples and correction != "none":
-        pending = [order[i] for i in unsettled_decisions(comparisons, correction, family, alpha)]
-        if not pending:
-            break
-        b = min(10 * b, options.max_resamples)
+
+    def test_vector(index: int) -> np.ndarray:
+        """The vector the randomization test of ``order[index]`` flipped signs of."""
+        where, system, metric = order[index]
+        if where in members_of:
+            members = [paired(d, system, metric) for d in members_of[where]]
+            if aggregate_method == "macro":
+                return np.array([p.system.mean() - p.base.mean() for p in members])
+            return np.concatenate([p.diff for p in members])
+        return pairs[(where, system, metric)].diff
+
+    def redraw(indices: Sequence[int], b: int) -> list[Comparison]:
+        """The Monte Carlo tests of ``indices`` again with ``b`` draws (the streams extend each other)."""
         redo: dict[tuple[Any, str], list[str]] = {}
-        for where, system, metric in pending:
+        for i in indices:
+            where, system, metric = order[i]
             redo.setdefault((where, metric), []).append(system)
         for (where, metric), systems in redo.items():
             done.update({(where, s, metric): c for s, c in run(where, metric, systems, b).items()})
-        comparisons = [done[key] for key in order]
+        return [done[order[i]] for i in indices]
+
+    resolved: list[ResolvedDecision] = []
+    if options.test != "ttest" and correction != "none":
+        comparisons, resolved = settle_decisions(
+            comparisons, redraw, test_vector if options.test == "randomization" else None, correction=correction,
+            family=family, alpha=alpha, resamples=test_b, max_resamples=options.max_resamples)
     unsettled: list[Comparison] = []
     if options.test != "ttest" and correction != "none":
         unsettled = [comparisons[i] for i in unsettled_decisions(comparisons, correction, family, alpha)]
     family_name = apply_correction(comparisons, correction, family)
     return ComparisonReport(comparisons, baseline, [baseline, *others], list(metrics), datasets,
                             {k: list(v) for k, v in (aggregates or {}).items()}, options, correction, alpha,
-                            family_name, aggregate_method, test_b, unsettled)
+                            family_name, aggregate_method, test_b, unsettled, resolved)
+
+
+def settle_decisions(comparisons: Sequence[Comparison], redraw: Callable[[Sequence[int], int], list[Comparison]],
+                     test_vector: Callable[[int], np.ndarray] | None, *, correction: str, family: Family,
+                     alpha: float, resamples: int, max_resamples: int,
+                     confidence: float = 0.999) -> tuple[list[Comparison], list[ResolvedDecision]]:
+    """Make every corrected decision independent of the Monte Carlo draws, as far as the data allow.
+
+    A decision is *unsettled* when it differs between the lower and the upper ends
+    (jointly) of the p-values' intervals: Clopper-Pearson (``confidence``) for a Monte
+    Carlo p, exact bounds once computed (:func:`harness.stats.resolve.resolve_sign_flip`,
+    randomization test only: ``test_vector`` gives the vector it flips signs of).
+
+    1. Each unsettled randomization comparison gets its exact p (metric on a grid) or
+       exact bounds; bounds that settle the decision decide it (``exact``/``bounded``).
+    2. The rest are redrawn with 10x the draws, up to ``max_resamples``, while that
+       can still narrow them (interval: Clopper-Pearson within the exact bounds; a
+       comparison whose bounds are already narrower than the Clopper-Pearson interval
+       at the cap is not redrawn: more draws cannot settle it).
+    3. Randomization decisions still unsettled after that are decided by the
+       Lugannani-Rice saddlepoint value clipped into their exact bounds (``saddlepoint``).
+
+    Resolved comparisons report that deterministic p (a function of their data only),
+    so their decisions are the same under every seed.  Bootstrap decisions have no
+    exact bounds; the ones still unsettled at the cap are left to the caller to report.
+    Returns new comparison objects (the input is not modified) and the resolved list.
+    """
+    out = list(comparisons)
+    bounds: dict[int, Resolution] = {}
+    b = resamples
+
+    def pending(use_draws: bool) -> list[int]:
+        return unsettled_decisions(out, correction, family, alpha, confidence,
+                                   bounds={i: (r.low, r.high) for i, r in bounds.items()}, use_draws=use_draws)
+
+    while True:
+        unsettled = pending(True)
+        new = [i for i in unsettled if i not in bounds and _is_monte_carlo(out[i])] if test_vector else []
+        if test_vector is not None and new:
+            for i in new:
+                bounds[i] = resolve_sign_flip(test_vector(i))
+            continue
+        helpful = [i for i in unsettled if _is_monte_carlo(out[i])
+                   and (i not in bounds or _wider_than_draws(bounds[i], max_resamples, confidence))]
+        if not helpful or b >= max_resamples:
+            break
+        b = min(10 * b, max_resamples)
+        for i, c in zip(helpful, redraw(helpful, b)):
+            out[i] = c
+    if not bounds:
+        return out, []
+    # Settled by the exact bounds alone (no Monte Carlo interval of theirs used), or left to the saddlepoint.
+    by_bounds = set(pending(False))
+    kinds = {}
+    for i, res in bounds.items():
+        if res.kind == "exact":
+            kinds[i] = "exact"
+        elif i not in by_bounds:
+            kinds[i] = "bounded"
+        elif i in unsettled:
+            kinds[i] = "saddlepoint"
+        # else: settled by more draws within its bounds; it stays a Monte Carlo comparison
+    previous = {i: out[i] for i in kinds}
+    for i, kind in kinds.items():
+        out[i] = _with_resolution(out[i], bounds[i], kind)
+    resolved = [ResolvedDecision(out[i], kinds[i], bounds[i].low, bounds[i].high, bounds[i].saddlepoint,
+                                 previous[i].p_value, previous[i].resamples, bounds[i].grid) for i in sorted(kinds)]
+    return out, resolved
+
+
+def _wider_than_draws(res: Resolution, max_resamples: int, confidence: float) -> bool:
+    """Whether Monte Carlo at ``max_resamples`` would pin p down more tightly than the exact bounds."""
+    low, high = monte_carlo_bounds(res.p_value, max_resamples, confidence)
+    return res.high - res.low > high - low
+
+
+def _with_resolution(c: Comparison, res: Resolution, kind: str) -> Comparison:
+    prefix = c.test_method.split("randomization (")[0]     # "pooled: " / "macro: " of an aggregate
+    return dataclasses.replace(c, p_value=res.p_value, p_adjusted=res.p_value, test_method=prefix + res.method(kind))
 
 
 def nested_scores(members: Mapping[str, PairedScores], name: str) -> PairedScores:
@@ -326,26 +462,42 @@ def _check_nesting(aggregates: Mapping[str, Sequence[str]]) -> None:
 
 
 def unsettled_decisions(comparisons: Sequence[Comparison], correction: str, family: Family, alpha: float,
-                        confidence: float = 0.999) -> list[int]:
-    """Indices of Monte Carlo comparisons whose decision could change with more draws.
+                        confidence: float = 0.999, *, bounds: Mapping[int, tuple[float, float]] | None = None,
+                        use_draws: bool = True) -> list[int]:
+    """Indices of comparisons whose decision could change with more draws.
 
     Every Monte Carlo p is replaced by the lower, then the upper end of its
     Clopper-Pearson interval (``confidence``); a comparison whose corrected decision
     differs between the two is unsettled.  Exact and t-test p-values are fixed.
+    ``bounds`` gives exact bounds on some comparisons' p: the interval is then the
+    Clopper-Pearson one within them, or the bounds alone with ``use_draws=False``.
     """
     low, high = [], []
-    for c in comparisons:
+    for i, c in enumerate(comparisons):
         lo, hi = monte_carlo_bounds(c.p_value, c.resamples, confidence) if _is_monte_carlo(c) else (c.p_value,) * 2
+        if bounds and i in bounds:
+            exact_lo, exact_hi = bounds[i]
+            if use_draws and max(lo, exact_lo) <= min(hi, exact_hi):
+                lo, hi = max(lo, exact_lo), min(hi, exact_hi)
+            else:
+                lo, hi = exact_lo, exact_hi
         low.append(lo)
         high.append(hi)
+    at_low = corrected_decisions(comparisons, low, correction, family, alpha)
+    at_high = corrected_decisions(comparisons, high, correction, family, alpha)
+    return [i for i, (a, b) in enumerate(zip(at_low, at_high)) if a != b]
+
+
+def corrected_decisions(comparisons: Sequence[Comparison], p_values: Sequence[float], correction: str,
+                        family: Family, alpha: float) -> list[bool]:
+    """Whether each comparison is significant when its p-value is ``p_values[i]`` (corrected per family)."""
     index = {id(c): i for i, c in enumerate(comparisons)}
-    out: list[int] = []
+    out = [False] * len(comparisons)
     for group in family_groups(comparisons, family)[1].values():
         members = [index[id(c)] for c in group]
-        adj_low = adjust_pvalues([low[i] for i in members], correction)
-        adj_high = adjust_pvalues([high[i] for i in members], correction)
-        out += [i for i, a, b in zip(members, adj_low, adj_high) if (a < alpha) != (b < alpha)]
-    return sorted(out)
+        for i, a in zip(members, adjust_pvalues([p_values[i] for i in members], correction)):
+            out[i] = bool(a < alpha)
+    return out
 
 
 def _is_monte_carlo(c: Comparison) -> bool:

@@ -137,10 +137,14 @@ def test_large_family_raises_b_and_the_table_says_so():
     options = StatsOptions(test="randomization", seed=1, resamples=2000)
     report = compare_suite(results, ["m"], options=options)
     assert report.test_resamples == 20_000
-    # B = 20,000 everywhere except decisions too close to their threshold, redrawn with 10x (then settled)
+    # B = 20,000 everywhere; decisions too close to their threshold are decided from their data alone
+    # (exact p or exact bounds, harness.stats.resolve) and say so
     assert min(c.resamples for c in report.comparisons) == 20_000 and not report.unsettled
     assert {c.resamples for c in report.comparisons} <= {20_000, 200_000}
-    assert all(f"B={c.resamples})" in c.test_method for c in report.comparisons)
+    resolved = {id(r.comparison) for r in report.resolved}
+    assert all(f"B={c.resamples})" in c.test_method for c in report.comparisons if id(c) not in resolved)
+    assert all(r.comparison.test_method.startswith("randomization (exact") for r in report.resolved)
+    assert all(r.p_low <= r.comparison.p_value <= r.p_high for r in report.resolved)
     text = render_markdown(comparison_table(report))
     assert "Large family: 36 comparisons" in text and "B=20000" in text
     # per-dataset families of 6 need only 2400: B is raised to 3000 and no note is printed
