@@ -178,6 +178,10 @@ def eval_key(train_key: str, benchmark_suite: str, card_fingerprint: str, step: 
     config: dict[str, Any] = {"train": train_key, "benchmark": benchmark_suite, "card": card_fingerprint}
     if step is not None:
         config["step"] = int(step)
+    # The encoding devices change no number (harness.encoders.devices): the same cell on other devices is the same cell.
+    encoding = {k: v for k, v in (evaluation or {}).get("encoding", {}).items() if k != "devices"}
+    evaluation = {k: v for k, v in (evaluation or {}).items() if k != "encoding"} | ({"encoding": encoding}
+                                                                                      if encoding else {})
     if evaluation:
         config["evaluation"] = evaluation
     return content_key(config)

@@ -31,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "extras (seismic, cluster/submitit, ray, topics/fasttext, bitsandbytes, vllm, "
                                    "playwright + chromium) and the thread count. Exit 0 whatever is missing.")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--devices", default=None, metavar="DEVICE[,DEVICE...]",
+                   help="also check the encoding devices that harness eval --devices (or a suite's encoding: "
+                        "devices) would use, e.g. cuda:0,cuda:1 or auto (every visible GPU, else cpu)")
     p.set_defaults(func=run)
 
 
@@ -125,6 +128,18 @@ def threads_check() -> Check:
                  "CPU encoding and training (--threads or HARNESS_NUM_THREADS sets it)")
 
 
+def devices_check(devices: str) -> Check:
+    """The devices a multi-device encoding would use (``--devices``), or why they cannot be used."""
+    from harness.encoders.devices import describe_devices, parse_devices
+    from harness.errors import ConfigError
+
+    needed_for = "corpus encoding with one worker process per device (harness eval --devices, encoding: devices)"
+    try:
+        return Check("encoding devices", True, describe_devices(parse_devices(devices)), needed_for)
+    except ConfigError as exc:
+        return Check("encoding devices", False, f"asked for {devices}", needed_for, str(exc))
+
+
 def all_checks() -> list[Check]:
     """Every check, in the order printed."""
     checks = [*cuda_checks(), faiss_check(), java_check()]
@@ -151,6 +166,8 @@ def all_checks() -> list[Check]:
 
 def run(args: argparse.Namespace) -> int:
     checks = all_checks()
+    if getattr(args, "devices", None):
+        checks.append(devices_check(args.devices))
     info: dict[str, Any] = {"python": sys.version.split()[0], "platform": sys.platform,
                             "checks": [asdict(c) for c in checks]}
     if args.format == "json":

@@ -17,7 +17,7 @@ DEFAULT_METRICS = ("ndcg@10", "recall@100", "mrr@10", "map", "p@10", "success@10
 BM25_K1, BM25_B = 0.9, 0.4
 DENSE_ONLY = ("pooling", "query_prompt", "doc_prompt", "normalize", "max_length", "batch_size", "index")
 # Dense-encoder execution options: they change the vectors (dtype, backend) or only memory (shard size).
-ENCODING = ("dtype", "backend", "shard_size")
+ENCODING = ("dtype", "backend", "shard_size", "devices")
 DTYPES = ("fp32", "bf16", "fp16")
 BACKENDS = ("torch", "int8")
 BM25_ONLY = ("k1", "b", "bm25_ties")
@@ -73,6 +73,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", choices=BACKENDS, default=None,
                    help="dense inference backend: torch (default) or int8 (dynamic int8 linear layers on CPU, "
                         "slightly different numbers: recorded in the manifest, cache key and card)")
+    p.add_argument("--devices", type=devices_list, default=None, metavar="DEVICE[,DEVICE...]",
+                   help="encode the corpus with one worker process per device, e.g. cuda:0,cuda:1 (cpu, cuda:N, or "
+                        "auto = every visible GPU); same vectors and cache entry as one device, queries run on the "
+                        "first; a device that does not exist is refused before any compute")
     p.add_argument("--index", default=None,
                    help="faiss index factory string (Flat, HNSW32, IVF1024,Flat, ...; default Flat)")
     p.add_argument("--top-k", type=positive_int, default=None, help="run depth (default: the card's, 1000)")
@@ -177,11 +181,24 @@ def warn_ignored_options(args: argparse.Namespace, lexical: bool, sparse: bool =
 
 
 def encoding_overrides(args: argparse.Namespace) -> dict:
-    """HFEncoder keyword overrides from ``--dtype``, ``--backend`` and ``--shard-size`` (given ones only)."""
+    """HFEncoder keyword overrides from ``--dtype``, ``--backend``, ``--shard-size`` and ``--devices`` (given
+    ones only)."""
     from harness.encoders.hf import encoding_options
 
     return encoding_options({"dtype": getattr(args, "dtype", None), "backend": getattr(args, "backend", None),
-                             "shard_size": getattr(args, "shard_size", None)})
+                             "shard_size": getattr(args, "shard_size", None),
+                             "devices": getattr(args, "devices", None)})
+
+
+def devices_list(text: str) -> tuple[str, ...]:
+    """``--devices`` checked before any compute: known spellings, and every CUDA device present."""
+    from harness.encoders.devices import check_devices, parse_devices
+    from harness.errors import ConfigError
+
+    try:
+        return check_devices(parse_devices(text))
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def encoding_card_fields(encoding: dict) -> dict:

@@ -13,7 +13,9 @@ Encoding streams shard by shard (only one shard of vectors is ever in memory, so
 corpus larger than RAM can be encoded), and every shard is written atomically (temp
 file + rename).  An interrupted encoding keeps its finished shards; the next call
 encodes only the missing ones.  The shard layout is fixed when an entry is created,
-so resuming with a different ``shard_size`` reuses the stored layout.
+so resuming with a different ``shard_size`` reuses the stored layout.  With several devices the
+shards are encoded by one worker process per device (:mod:`harness.encoders.devices`) into the same
+entry: the device list changes neither the key nor the vectors.
 """
 from __future__ import annotations
 
@@ -132,9 +134,22 @@ def _shard_is_valid(path: Path, count: int, dim: int | None) -> bool:
     return arr.dtype == np.float32 and arr.ndim == 2 and arr.shape[0] == count and (dim is None or arr.shape[1] == dim)
 
 
-def _write_shard(path: Path, vectors: np.ndarray) -> None:
+def write_shard(path: Path, vectors: np.ndarray) -> None:
+    """Write one shard's float32 vectors atomically (temp file + rename): a reader sees all of it or nothing."""
     with atomic_write(path, "wb") as handle:
         np.save(handle, vectors, allow_pickle=False)
+
+
+def check_shard_vectors(vectors: np.ndarray, index: int, start: int, count: int, dim: int | None) -> np.ndarray:
+    """``vectors`` of shard ``index`` (rows ``start``..) as contiguous float32, after checking their shape
+    (``count`` rows, ``dim`` columns when known) and that every value is finite; ConfigError otherwise."""
+    if vectors.ndim != 2 or vectors.shape[0] != count:
+        raise ConfigError(f"encoder returned shape {vectors.shape} for {count} documents")
+    if dim is not None and vectors.shape[1] != dim:
+        raise ConfigError(f"encoder returned dimension {vectors.shape[1]}, cache entry has {dim}")
+    if not np.all(np.isfinite(vectors)):
+        raise ConfigError(f"encoder returned non-finite values in shard {index} (rows {start}..{start + count - 1})")
+    return np.ascontiguousarray(vectors, dtype=np.float32)
 
 
 def open_entry(encoder: Encoder, corpus: Corpus, cache_dir: str | Path | None, *, kind: str, folder: str,
@@ -182,7 +197,9 @@ def encode_corpus(encoder: Encoder, corpus: Corpus, cache_dir: str | Path | None
     ``<root>/embeddings/``.  Texts are ``corpus.passages()`` (title + " " + text).  An encoder
     that carries its own ``shard_size`` (``harness eval --shard-size``) sets the layout of a new
     entry unless the caller asks for a size other than the default.  Peak memory is one shard
-    of texts and vectors plus one batch of tokens (the encoder tokenises per batch).
+    of texts and vectors plus one batch of tokens (the encoder tokenises per batch).  An encoder with
+    more than one ``devices`` (``harness eval --devices``) encodes the missing shards in one worker
+    process per device (:mod:`harness.encoders.devices`): same vectors, same entry.
     """
     requested = getattr(encoder, "shard_size", None)
     if requested is not None and shard_size == DEFAULT_SHARD_SIZE:
@@ -200,25 +217,34 @@ def encode_corpus(encoder: Encoder, corpus: Corpus, cache_dir: str | Path | None
     else:
         log.info("embedding cache hit: %s (%d docs), encoder not called", entry, n)
     elapsed = 0.0
-    for i in missing:
-        shard_started = time.perf_counter()
-        start, count = layout[i]
-        shard_texts = Corpus(corpus.ids[start:start + count], corpus.titles[start:start + count],
-                             corpus.texts[start:start + count]).passages()
-        vectors = np.asarray(encoder.encode_docs(shard_texts, batch_size=batch_size, progress=progress))
-        if vectors.ndim != 2 or vectors.shape[0] != count:
-            raise ConfigError(f"encoder returned shape {vectors.shape} for {count} documents")
-        if dim is not None and vectors.shape[1] != dim:
-            raise ConfigError(f"encoder returned dimension {vectors.shape[1]}, cache entry has {dim}")
-        if not np.all(np.isfinite(vectors)):
-            raise ConfigError(f"encoder returned non-finite values in shard {i} (rows {start}..{start + count - 1})")
-        _write_shard(entry / _shard_file(i), np.ascontiguousarray(vectors, dtype=np.float32))
-        shard_seconds = time.perf_counter() - shard_started
-        elapsed += shard_seconds
-        dim = int(vectors.shape[1])
+
+    def shard_texts(start: int, count: int) -> list[str]:
+        return Corpus(corpus.ids[start:start + count], corpus.titles[start:start + count],
+                      corpus.texts[start:start + count]).passages()
+
+    def record(seconds: float, width: int) -> None:
+        nonlocal elapsed, dim
+        elapsed += seconds
+        dim = width
         meta["dim"] = dim
-        meta["encode_seconds"] = round(float(meta.get("encode_seconds") or 0.0) + shard_seconds, 3)
+        meta["encode_seconds"] = round(float(meta.get("encode_seconds") or 0.0) + seconds, 3)
         atomic_write_json(entry / META_FILE, meta)
+
+    devices = tuple(getattr(encoder, "devices", None) or ())
+    if missing and len(devices) > 1:        # one worker process per device (harness.encoders.devices)
+        from harness.encoders.devices import encode_shards
+
+        encode_shards(encoder, devices, [(i, *layout[i]) for i in missing], shard_texts,
+                      lambda i: entry / _shard_file(i), dim=dim, batch_size=batch_size, progress=progress,
+                      on_done=lambda done: record(done.seconds, done.dim))
+    else:
+        for i in missing:
+            shard_started = time.perf_counter()
+            start, count = layout[i]
+            vectors = np.asarray(encoder.encode_docs(shard_texts(start, count), batch_size=batch_size,
+                                                     progress=progress))
+            write_shard(entry / _shard_file(i), check_shard_vectors(vectors, i, start, count, dim))
+            record(time.perf_counter() - shard_started, int(vectors.shape[1]))
     if dim is None:   # every shard was valid but the meta lost their width (a kill between the two writes)
         dim = int(np.load(entry / _shard_file(0), mmap_mode="r").shape[1])
     if not meta.get("complete"):

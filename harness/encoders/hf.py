@@ -22,6 +22,7 @@ pooling then reads the last real token through the attention mask.
 from __future__ import annotations
 
 import contextlib
+import copy
 import itertools
 import json
 import logging
@@ -45,6 +46,7 @@ from harness.encoders.settings import (
     read_encoder_config,
     resolve_settings,
 )
+from harness.encoders.texts import detached
 from harness.errors import ConfigError, InputError
 
 log = logging.getLogger(__name__)
@@ -105,7 +107,9 @@ class HFEncoder(Encoder):
     ``torch`` (default) or ``int8`` (dynamic int8 linear layers on CPU; part of the identity).
     ``shard_size`` is the embedding-cache shard size this encoder asks for
     (:func:`harness.encoders.cache.encode_corpus`); ``tokenize_window`` bounds how many texts
-    are tokenised at once while measuring lengths.
+    are tokenised at once while measuring lengths.  ``devices`` (``cpu``, ``cuda:N``, ``auto``; a list
+    or comma-separated) encodes a cached corpus in one worker process per device
+    (:mod:`harness.encoders.devices`); it changes neither the vectors nor the identity.
     """
 
     kind = "dense"
@@ -115,7 +119,8 @@ class HFEncoder(Encoder):
                  query_max_length: int | None = None, doc_max_length: int | None = None,
                  append_eos: bool | None = None, batch_size: int = 64, device: str | None = None,
                  dtype: str | torch.dtype = "auto", cpu_fusion: bool = True, backend: str = "torch",
-                 shard_size: int | None = None, tokenize_window: int = 1024):
+                 shard_size: int | None = None, tokenize_window: int = 1024,
+                 devices: str | Sequence[str] | None = None):
         self.model_name = model
         check_model(model)  # a clear error now, not an obscure one (or a silent [UNK] tokenizer) at load
         path, defaults = resolve_model(model)
@@ -143,9 +148,19 @@ class HFEncoder(Encoder):
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
         self.batch_size = batch_size
+        # Several devices: the corpus is encoded by one worker process per device (harness.encoders.devices);
+        # queries and a single device run here, on ``device`` (default: the first listed).  Not in the identity.
+        self.devices: tuple[str, ...] | None = None
+        if devices is not None:
+            from harness.encoders.devices import check_devices, parse_devices
+
+            self.devices = check_devices(parse_devices(devices))
+            device = device or self.devices[0]
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
         self.backend = check_backend(backend, self.device, self.dtype)
+        for other in self.devices or ():
+            check_backend(backend, torch.device(other), self.dtype)
         for name, value in (("shard_size", shard_size), ("tokenize_window", tokenize_window)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
@@ -170,6 +185,14 @@ class HFEncoder(Encoder):
         if self.backend != "torch":       # absent for torch: fp32/bf16 cache keys stay what they were
             identity["backend"] = INT8_IDENTITY
         return identity
+
+    def for_device(self, device: str) -> HFEncoder:
+        """This encoder (same settings, dtype and backend, so the same identity) loading its model on
+        ``device``, not loaded yet: what a worker process of harness.encoders.devices unpickles."""
+        clone = copy.copy(self)
+        clone.device, clone.devices = torch.device(device), None
+        clone._model, clone._tokenizer, clone.fused = None, None, {}
+        return clone
 
     # ------------------------------------------------------------------ loading
     def _load(self):
@@ -235,7 +258,9 @@ class HFEncoder(Encoder):
         _, tokenizer = self._load()
         if isinstance(texts, str):
             raise TypeError("texts must be a sequence of strings, not one string")
-        texts = [prompt + t for t in texts] if prompt else list(texts)
+        # Fresh strings (prompt + text, or harness.encoders.texts.detached): the tokenizer's UTF-8 view of a
+        # non-ASCII text then dies with this window instead of staying on the corpus's own string.
+        texts = [prompt + t for t in texts] if prompt else detached(texts)
         if not self.settings.append_eos:
             return tokenizer(texts, max_length=max_length, truncation=True, return_attention_mask=False,
                              return_token_type_ids=False)["input_ids"]
@@ -314,12 +339,13 @@ def _pad_right(rows: Sequence[Sequence[int] | np.ndarray], lengths: np.ndarray,
     return torch.from_numpy(input_ids), torch.from_numpy(mask)
 
 
-ENCODING_OPTIONS = ("dtype", "backend", "shard_size")
+ENCODING_OPTIONS = ("dtype", "backend", "shard_size", "devices")
 
 
 def encoding_options(options: dict[str, Any]) -> dict[str, Any]:
     """Validate the encoding options of a suite file or CLI (``dtype``: fp32/bf16/fp16 or the torch names,
-    ``backend``: torch/int8, ``shard_size``: positive int) into :class:`HFEncoder` keyword arguments.
+    ``backend``: torch/int8, ``shard_size``: positive int, ``devices``: cpu/cuda:N names, a list or a
+    comma-separated string) into :class:`HFEncoder` keyword arguments.
 
     Unknown keys and bad values raise ConfigError naming them; absent or None values are left out."""
     unknown = sorted(set(options) - set(ENCODING_OPTIONS))
@@ -342,13 +368,17 @@ def encoding_options(options: dict[str, Any]) -> dict[str, Any]:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ConfigError(f"shard_size must be a positive integer, got {size!r}")
         out["shard_size"] = size
+    if options.get("devices") is not None:        # spelling only: the devices may be on another machine
+        from harness.encoders.devices import parse_devices
+
+        out["devices"] = parse_devices(options["devices"])
     return out
 
 
 def encoding_card_fields(options: dict[str, Any]) -> dict[str, Any]:
     """Protocol-card ``extra`` fields for validated encoding options that change the numbers (a dtype other
     than float32, the int8 backend); defaults add nothing, so default cards keep their fingerprints.
-    The shard size changes no number and is not recorded."""
+    The shard size and the devices change no number and are not recorded."""
     extra: dict[str, Any] = {}
     if options.get("dtype", "float32") != "float32":
         extra["encoder_dtype"] = options["dtype"]
@@ -367,7 +397,7 @@ def load_encoder(name: str, **overrides: Any) -> Encoder:
     given = {k: v for k, v in overrides.items() if v is not None}
     allowed = ("pooling", "normalize", "query_prompt", "doc_prompt", "query_max_length", "doc_max_length",
                "append_eos", "batch_size", "device", "dtype", "cpu_fusion", "backend", "shard_size",
-               "tokenize_window")
+               "tokenize_window", "devices")
     unknown = sorted(set(given) - set(allowed))
     if unknown:
         raise ConfigError(f"unknown encoder option(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
