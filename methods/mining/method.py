@@ -39,6 +39,7 @@ truth statistics) and, with batches or weights, ``batches.json`` (label counts, 
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -315,10 +316,21 @@ class Mined(Method):
         name = opts["topic_model"] or next((r for r in opts["retrievers"] if str(r).lower() != "bm25"), None)
         if name is None:
             raise ConfigError("mined: topics: kmeans needs a dense model (topic_model, or a dense retriever)")
-        source = named_sources([str(name)])[0]
-        assert isinstance(source, DenseSource)
-        encoder = source.encoder
-        return lambda texts: np.asarray(encoder.encode_queries(texts, progress=False), dtype=np.float32)
+        key = json.dumps(["topic-embedder", str(name)])
+        if key not in _LOADED:
+            source = named_sources([str(name)])[0]
+            assert isinstance(source, DenseSource)
+            _LOADED[key] = (source.encoder, {})
+        encoder, memo = _LOADED[key]
+
+        def embed(texts: Sequence[str]) -> np.ndarray:
+            # The batches variants of a suite label the same queries: encode them once per process.
+            digest = hashlib.sha256("\x00".join(texts).encode("utf-8")).hexdigest()
+            if digest not in memo:
+                memo[digest] = np.asarray(encoder.encode_queries(list(texts), progress=False), dtype=np.float32)
+            return memo[digest].copy()
+
+        return embed
 
     def configure(self, ctx) -> None:
         if ctx.options["batches"] == "language_topic" and ctx.world_size > 1:
