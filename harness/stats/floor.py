@@ -13,9 +13,13 @@ bound, rounded up to one significant digit (194,400 -> 200,000).  When the bound
 exceeds ``max_resamples`` the run is refused with the numbers (use a smaller
 family, a larger cap, or the t-test).  Decisions whose p sits so close to its
 corrected threshold that Monte Carlo error could flip them (Clopper-Pearson
-99.9% interval on both sides) are redrawn with 10x the resamples, up to
-``max_resamples`` (:func:`harness.stats.suite.unsettled_decisions`).  Exact enumeration (few non-zero
-differences) and the t-test have no floor.
+99.9% interval on both sides, :func:`harness.stats.suite.unsettled_decisions`)
+are, for the randomization test, decided from their data alone: exact p on the
+metric's grid or exact bounds, else the saddlepoint approximation
+(:mod:`harness.stats.resolve`, :func:`harness.stats.suite.settle_decisions`); other
+Monte Carlo decisions (bootstrap) are redrawn with 10x the resamples, up to
+``max_resamples``.  Exact enumeration (few non-zero differences) and the t-test
+have no floor.
 """
 from __future__ import annotations
 

@@ -20,7 +20,10 @@ Monte Carlo tests share their draws across systems (:mod:`harness.stats.shared`)
 and their count ``B`` is raised for large families so that the smallest
 attainable p ``1/(B+1)`` stays well below ``alpha/m`` (rule ``B >= 20 m/alpha``
 over the largest family, :mod:`harness.stats.floor`); a table of a large family
-says so in a note.
+says so in a note.  A randomization decision still within Monte Carlo error of
+its corrected threshold is decided from its data alone (exact p, exact bounds or
+the saddlepoint, :mod:`harness.stats.resolve`), so no decision depends on the
+seed; the report lists those (``resolved``) and a table note names them.
 
 An aggregate may list other aggregates among its members (BEIR-15 with CQADupStack
 averaged over its 12 forums first): a nested member counts as one dataset whose
