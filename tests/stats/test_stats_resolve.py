@@ -222,3 +222,27 @@ def test_pooled_aggregate_is_resolved_on_its_pooled_differences():
     agg = report.get("sys", "m", "avg")
     assert agg.p_value == min(max(res.saddlepoint, res.low), res.high)
     assert agg.test_method.startswith("pooled: randomization (saddlepoint")
+
+
+def test_resolved_twins_get_identical_p_values_and_adding_a_system_changes_neither():
+    rng = np.random.default_rng(2)
+    base = rng.random(300)
+    d = np.clip(base + rng.normal(0.05, 0.2, 300), 0, 1) - base
+    d = (0.5 + d) - 0.5
+    res = resolve_sign_flip(d)
+    alpha = 2 * res.high * 1.03          # Holm over the two twins: both adjusted to 2p, just below alpha
+    systems = _pair(d)
+    systems["twin"] = EvaluationResult(systems["sys"].query_ids, {"m": systems["sys"].per_query["m"].copy()})
+    options = StatsOptions(test="randomization", seed=7)
+    report = compare_systems(systems, ["m"], options=options, alpha=alpha)
+    a, b = report.get("sys", "m"), report.get("twin", "m")
+    assert [r.kind for r in report.resolved] == ["bounded", "bounded"]
+    assert (a.p_value, a.p_adjusted, a.ci_low, a.ci_high) == (b.p_value, b.p_adjusted, b.ci_low, b.ci_high)
+    assert a.significant(alpha) and b.significant(alpha)
+    # a third system far from any threshold, each system its own family: the resolved p does not move
+    systems["null"] = EvaluationResult(systems["sys"].query_ids, {"m": np.full(300, 0.5) + rng.normal(0, 0.01, 300)})
+    alone = compare_systems({k: systems[k] for k in ("base", "sys")}, ["m"], options=options, family="system",
+                            alpha=res.high * 1.03)
+    more = compare_systems(systems, ["m"], options=options, family="system", alpha=res.high * 1.03)
+    assert alone.get("sys", "m").p_value == more.get("sys", "m").p_value == a.p_value
+    assert [r.comparison.system for r in more.resolved] == ["sys", "twin"]
