@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.encoders.texts import detached
 from harness.errors import ConfigError, HarnessError
 
 log = logging.getLogger(__name__)
@@ -183,8 +184,9 @@ def encode_shards(encoder: Any, devices: Sequence[str], shards: Sequence[tuple[i
                  leave=False) as bar:
         def submit() -> None:
             for index, start, count in todo:
-                future = pool.submit(_encode_shard, index, start, texts(start, count), str(path_of(index)), dim,
-                                     batch_size)
+                # Copies: pickling a str caches its UTF-8 bytes on it (as tokenising does; harness.encoders.texts).
+                future = pool.submit(_encode_shard, index, start, detached(texts(start, count)),
+                                     str(path_of(index)), dim, batch_size)
                 pending[future] = (index, start, count)
                 return
 

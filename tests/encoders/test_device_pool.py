@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from harness.data import Corpus
 from harness.encoders.cache import encode_corpus
 from harness.encoders.devices import check_devices, describe_devices, parse_devices
 from harness.encoders.hf import HFEncoder, encoding_options
@@ -78,11 +80,14 @@ def test_two_cpu_workers_give_the_single_process_entry_and_resume_after_a_killed
     monkeypatch.setenv("HARNESS_NUM_THREADS", "1")
     torch.set_num_threads(1)
     settings = {"pooling": "mean", "normalize": True}
+    texts = [t + " — naïve café" if i % 2 else t for i, t in enumerate(tiny_corpus.texts)]   # some non-ASCII
+    tiny_corpus = Corpus(tiny_corpus.ids, tiny_corpus.titles, texts)
+    sizes = [sys.getsizeof(t) for t in texts]
     reference = encode_corpus(HFEncoder(str(tiny_bert_dir), **settings), tiny_corpus, tmp_path / "ref",
                               shard_size=5, progress=False)
     flag = tmp_path / "kill-once"
     flag.touch()
-    last = tiny_corpus.texts[-1]          # in shard 5 of 6, handed out only after 4 shards finished
+    last = texts[-1][:-1]                 # (a new str) in shard 5 of 6, handed out only after 4 shards finished
     encoder = KillOnceEncoder(str(tiny_bert_dir), devices="cpu,cpu", flag=flag, marker=last, **settings)
     with pytest.raises(ConfigError, match=r"worker process died .* shard\(s\) [0-9, ]*5 .*run again"):
         encode_corpus(encoder, tiny_corpus, tmp_path / "cache", shard_size=5, progress=False)
@@ -101,6 +106,7 @@ def test_two_cpu_workers_give_the_single_process_entry_and_resume_after_a_killed
     again = encode_corpus(HFEncoder(str(tiny_bert_dir), devices="cpu,cpu", **settings), tiny_corpus,
                           tmp_path / "cache", shard_size=5, progress=False)
     assert again.skipped                                                                # no worker started
+    assert [sys.getsizeof(t) for t in texts] == sizes      # sending shards to workers kept no UTF-8 copy on them
 
 
 def test_eval_devices_option_reaches_the_encoder_and_refuses_missing_gpus(dataset, tmp_path, capsys, monkeypatch):

@@ -140,3 +140,24 @@ def test_encoding_options_for_suite_files():
                          ({"shard_size": 0}, "shard_size must be a positive"), ({"shards": 3}, "unknown encoding")):
         with pytest.raises(ConfigError, match=message):
             encoding_options(bad)
+
+
+def test_encoding_leaves_no_utf8_copy_on_the_corpus_strings(tiny_bert_dir, tmp_path):
+    """The tokenizer reads a str through CPython's UTF-8 view, which a non-ASCII str then keeps for its
+    lifetime: encoding the corpus's own strings grew the corpus by ~1.3 KB a SciFact-like document (120 MB
+    at 100k).  The encoder tokenises copies, so the corpus strings keep their size."""
+    import sys
+
+    from harness.data import Corpus
+    from harness.encoders.texts import detached
+
+    texts = [f"the cat — river {i} " + "naïve café " * (i % 40 + 1) for i in range(40)] + TEXTS[:10]
+    corpus = Corpus([f"d{i}" for i in range(len(texts))], [""] * len(texts), texts)
+    sizes = [sys.getsizeof(t) for t in texts]
+    encode_corpus(HFEncoder(str(tiny_bert_dir)), corpus, tmp_path, shard_size=16, progress=False)
+    assert [sys.getsizeof(t) for t in texts] == sizes
+    HFEncoder(str(tiny_bert_dir)).tokenize(texts, 512)              # the cause, shown on one call
+    copies = detached(texts)
+    assert [sys.getsizeof(t) for t in texts] == sizes and copies == texts
+    HFEncoder(str(tiny_bert_dir))._load()[1](copies)               # the tokenizer itself on the copies
+    assert sum(sys.getsizeof(c) for c in copies) > sum(sizes)       # grew: what the corpus would have kept
