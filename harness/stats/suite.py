@@ -61,7 +61,7 @@ SuiteResults = Mapping[Any, Mapping[str, Any]]
 
 @dataclass(frozen=True)
 class ResolvedDecision:
-    """A comparison Monte Carlo could not settle at the cap, decided without Monte Carlo error.
+    """A comparison whose decision lay within Monte Carlo error of its threshold, decided without that error.
 
     ``kind`` is ``exact`` (exact permutation p on the metric's grid), ``bounded``
     (exact bounds on p decide it) or ``saddlepoint`` (the bounds straddle the
@@ -102,7 +102,7 @@ class ComparisonReport:
     test_resamples: int | None = None   # the test's B when a large family raised it above options.resamples
     # Comparisons whose decision is still within Monte Carlo error of its threshold at max_resamples.
     unsettled: list[Comparison] = field(default_factory=list)
-    # Randomization-test decisions that were unsettled at max_resamples, resolved deterministically.
+    # Randomization-test decisions that lay within Monte Carlo error of their threshold, decided from the data.
     resolved: list[ResolvedDecision] = field(default_factory=list)
 
     def get(self, system: str, metric: str, dataset: str | None = None) -> Comparison:
@@ -153,7 +153,7 @@ class ComparisonReport:
         return floor_note(size, self.alpha, b, CORRECTION_NAMES[self.correction])
 
     def resolved_note(self) -> str:
-        """Which decisions Monte Carlo left unsettled at the cap, and how each was resolved."""
+        """Which decisions lay within Monte Carlo error of their threshold, and how each was decided instead."""
         counts = {k: sum(r.kind == k for r in self.resolved) for k in KIND_NAMES}
         how = ", ".join(f"{n} by {KIND_NAMES[k]}" for k, n in counts.items() if n)
         names = "; ".join(f"{r.comparison.system} on {r.comparison.metric}"

@@ -8,12 +8,16 @@ flipped between seeds.  Now B is raised by the rule (200,000 here) and the decis
 still within Monte Carlo error of their threshold are decided from their data alone
 (harness.stats.resolve), so two seeds give the same decisions.
 
-Measured here (2 shared cores under load), the dense case: before the resolution 3
-decisions flipped between seeds 1 and 2 (all at the 2,000,000-draw cap); now 0, with
-12 (seed 1) and 9 (seed 2) decisions resolved by exact bounds (none needed the
-saddlepoint); 256 of the 257 comparisons the 1,000,000-flip reference calls
-significant are significant under both seeds, the one left being the reference's
-own Monte Carlo error (exact bounds in the test below).
+Measured here (2 shared cores under load), seeds 1 and 2, the previous code (escalation
+to 2,000,000 draws only) against this one:
+
+* clear case: 1 flip (s4 on mrr@10 of ds12), 33-37 s per run -> 0 flips, 7.2 s per run
+  (10 decisions resolved by exact bounds);
+* dense case: 3 flips (s3 ndcg@10 ds3, s4 recall@100 ds4 and ds8), 158-202 s per run ->
+  0 flips, 27-28 s per run (12 and 9 decisions resolved by exact bounds, none needed
+  the saddlepoint).  256 of the 257 comparisons the 1,000,000-flip reference calls
+  significant are significant under both seeds; the one left is the reference's own
+  Monte Carlo error (exact bounds in the test below).
 """
 from __future__ import annotations
 
