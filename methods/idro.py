@@ -11,6 +11,12 @@ Public kernel: :func:`idro_step` (oracles I1-I3, in :mod:`methods.dro_kernels`).
 3. ``idro_step``: the robust loss that is backpropagated (code: previous weights times the
    cluster means, h⁰ = ones; paper: alpha * new omega * losses) and the new weights.
 
+``idro_step`` uses the gradients G only through ``G Gᵀ`` (row norms and cosines in code mode, raw dots
+in paper mode).  On one process with a separable loss, :meth:`~methods.dro_grads.SeparableClusterGradients.gram`
+gives that K x K matrix without forming the (K, P) G, and ``idro_step`` receives a K x K factor F with
+``F Fᵀ = G Gᵀ`` (:func:`gram_factor`): the same weights and loss up to rounding (tested), at a cost that
+barely grows with K.  Over several ranks the (K, P) G is formed and all-reduced, as the released code.
+
 Losses and presence are local, only the gradients are all-reduced, so in ``code`` mode the
 weights can differ across ranks (as in the released code; each rank checkpoints its own).
 The weights carry over a re-clustering, as in the released run (cluster indices are not
@@ -38,8 +44,18 @@ from methods.dro_kernels import IDRO_MODES, idro_step
 if TYPE_CHECKING:
     from harness.train.context import LossOutput, TrainContext
 
-__all__ = ["IDRO_MODES", "IDRO", "idro_step"]
+__all__ = ["IDRO_MODES", "IDRO", "gram_factor", "idro_step"]
 CLUSTER_GRADS = ("auto", "backward")
+
+
+def gram_factor(gram: torch.Tensor) -> torch.Tensor:
+    """A (K, K) matrix F with ``F Fᵀ = gram`` (a symmetric PSD Gram matrix ``G Gᵀ``), whose rows stand in for
+    the rows of G in :func:`idro_step`: same norms, same pairwise dots.  Rows of zero gradients (absent
+    clusters) stay exactly zero, as G's."""
+    gram = gram.to(torch.float64)
+    values, vectors = torch.linalg.eigh(gram)
+    factor = vectors * values.clamp(min=0).sqrt()
+    return torch.where((gram.diagonal() > 0).unsqueeze(1), factor, torch.zeros_like(factor))
 
 
 @register_method("idro")
@@ -65,23 +81,30 @@ class IDRO(ClusterDRO):
         self.weights = torch.full((self.k,), start, dtype=torch.float64, device=ctx.device)
 
     def cluster_gradients(self, out: LossOutput, ctx: TrainContext) -> torch.Tensor:
-        """(K, P) gradients of this rank's cluster-mean losses: one partial backward for all clusters when
-        the loss separates per sample (``cluster_grads: auto``), else one per present cluster."""
+        """(K, P) gradients of this rank's cluster-mean losses, summed over ranks, or on one process a (K, K)
+        factor of their Gram matrix (all ``idro_step`` needs): one partial backward for all clusters when the
+        loss separates per sample (``cluster_grads: auto``), else one per present cluster."""
         batch = ctx.batch
         if self.fast is not None and isinstance(batch, TrainBatch) and not ctx.gradcache \
                 and list(batch.views) == ["query", "passage"]:
-            fast = self.fast.gradients(out.losses.sum(), out.group_ids, [1, batch.passages_per_query], self.k)
-            if fast is not None:
-                return fast
+            views = [1, batch.passages_per_query]
+            if ctx.world_size == 1:
+                gram = self.fast.gram(out.losses.sum(), out.group_ids, views, self.k)
+                if gram is not None:
+                    return gram_factor(gram)
+            else:
+                fast = self.fast.gradients(out.losses.sum(), out.group_ids, views, self.k)
+                if fast is not None:
+                    return ctx.all_reduce_sum(fast)
         size = sum(p.numel() for p in self.params)
         grads = torch.zeros(self.k, size, dtype=torch.float32, device=out.losses.device)
         for cluster, grad in ctx.group_gradients(out.losses, out.group_ids, self.params).items():
             grads[cluster] = grad.float()
-        return grads
+        return ctx.all_reduce_sum(grads)
 
     def robust_loss(self, out: LossOutput, means: torch.Tensor, counts: torch.Tensor, present: torch.Tensor,
                     ctx: TrainContext) -> torch.Tensor:
-        grads = ctx.all_reduce_sum(self.cluster_gradients(out, ctx))
+        grads = self.cluster_gradients(out, ctx)
         opts = ctx.options
         tau = float(opts["tau"]) if opts["tau"] else None
         loss, self.weights = idro_step(self.weights, means, grads, present, mode=opts["mode"],

@@ -10,6 +10,7 @@ from trainutil import make_data, make_tiny_bert, step_context
 from harness.train.encoding import encode_chunks
 from methods.clusters import triplet_losses
 from methods.dro_grads import SeparableClusterGradients
+from methods.idro import gram_factor
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 EXAMPLES = [(0, i) for i in range(8)]
@@ -62,6 +63,15 @@ def test_one_backward_equals_one_backward_per_cluster(tiny, chunk, checkpointing
     losses = forward_losses(ctx, net, chunk)
     again = fast.gradients(losses.sum(), clusters, [1, 2], 4)
     assert again is not None and torch.allclose(again, got, atol=1e-6, rtol=1e-4)
+    # the Gram matrix G G^T, built module by module without forming G (what iDRO uses on one process)
+    losses = forward_losses(ctx, net, chunk)
+    gram = fast.gram(losses.sum(), clusters, [1, 2], 4)
+    reference = expected.double() @ expected.double().T
+    assert gram is not None and gram.dtype == torch.float64 and gram.shape == (4, 4)
+    assert torch.allclose(gram, reference, rtol=1e-4, atol=1e-8 * float(reference.abs().max()))
+    assert not gram[1].any() and not gram[:, 1].any() and gram[0, 0] > 0
+    factor = gram_factor(gram)
+    assert torch.allclose(factor @ factor.T, gram, rtol=1e-9, atol=1e-12 * float(gram.abs().max()))
 
 
 def test_what_the_separation_does_not_cover_falls_back(tiny):
@@ -69,11 +79,15 @@ def test_what_the_separation_does_not_cover_falls_back(tiny):
     embeddings = [p for n, p in net.named_parameters() if "word_embeddings" in n]
     assert SeparableClusterGradients(net, embeddings).gradients(torch.zeros(()), torch.zeros(2, dtype=torch.long),
                                                                 [1], 2) is None
+    assert SeparableClusterGradients(net, embeddings).gram(torch.zeros(()), torch.zeros(2, dtype=torch.long),
+                                                           [1], 2) is None
     params = [p for n, p in net.named_parameters() if ".layer.2." in n]
     fast = SeparableClusterGradients(net, params)
     losses = forward_losses(ctx, net)
     # a sequence count that does not match the batch: not this micro-batch's forward
     assert fast.gradients(losses.sum(), torch.zeros(5, dtype=torch.long), [1, 2], 2) is None
+    losses = forward_losses(ctx, net)
+    assert fast.gram(losses.sum(), torch.zeros(5, dtype=torch.long), [1, 2], 2) is None
 
 
 def test_idro_uses_it_for_the_triplet_loss_and_gets_the_same_weights(tiny, tmp_path):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from harness.errors import ConfigError
-from methods.idro import idro_step
+from methods.idro import gram_factor, idro_step
 
 GRADS = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], dtype=torch.float64)
 PRESENT = torch.tensor([True, True, True])
@@ -66,6 +66,26 @@ def test_code_mode_uses_cosines_so_gradient_scale_does_not_matter():
     assert h.tolist() == pytest.approx([0.301618, 0.328493, 0.369889], abs=1e-6)
     _, w = idro_step(torch.full((3,), 1 / 3, dtype=torch.float64), losses(), GRADS * 2, PRESENT, mode="paper", tau=40.0)
     assert w.tolist() == pytest.approx([0.078148, 0.142394, 0.779458], abs=1e-6)    # raw dots: 4x r, 4x tau
+
+
+@pytest.mark.parametrize("mode", ["code", "paper"])
+def test_a_factor_of_the_gram_matrix_gives_the_same_step(mode):
+    # idro_step sees G only through G G^T, so a K x K factor F (F F^T = G G^T) replaces the (K, P) G; the
+    # absent cluster's row stays exactly zero
+    torch.manual_seed(0)
+    grads = torch.randn(4, 1000, dtype=torch.float64)
+    grads[2] = 0.0
+    present = torch.tensor([True, True, False, True])
+    prev = torch.tensor([0.4, 0.2, 0.01, 0.4], dtype=torch.float64)
+    ell = (1.0, 16.0, 0.0, 5.0)
+    factor = gram_factor(grads @ grads.T)
+    assert factor.shape == (4, 4) and not factor[2].any()
+    assert torch.allclose(factor @ factor.T, grads @ grads.T, rtol=1e-10, atol=1e-9)
+    full = idro_step(prev, losses(ell), grads, present, mode=mode, tau=5000.0)
+    small = idro_step(prev, losses(ell), factor, present, mode=mode, tau=5000.0)
+    assert torch.allclose(small[1], full[1], rtol=1e-10, atol=1e-12)
+    assert float(small[0]) == pytest.approx(float(full[0]), rel=1e-12)
+    assert not torch.allclose(full[1], prev / prev.sum())      # a real update, not a no-op
 
 
 def test_bad_inputs():

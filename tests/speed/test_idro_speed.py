@@ -1,18 +1,28 @@
 """Cost of one iDRO step (code mode) vs one uniform step on the same micro-batch (MiniLM), for K present clusters.
 
-Both steps run in this process on the same tokenized batch of 16 queries with 1 positive and 1 hard negative
-(lengths 32/128), forward + loss + backward + AdamW.  The uniform step is the base method (the mean of the
-same per-sample loss: softmax over [positive, negative], dot, no in-batch negatives); the iDRO step adds the
-gradients of every present cluster's mean loss on the last 3 of MiniLM's 6 blocks, the K x K gradient
-products and the weight update.  That loss separates per sample, so the gradients come from one partial
-backward for all clusters (methods.dro_grads: forward hooks, ``autograd.grad`` w.r.t. the blocks' Linear and
-LayerNorm outputs, one matrix product per cluster over its own sequences); their cost no longer grows with K.
-The batch's queries are spread over exactly K clusters (the assignment is set directly; no K-means here).
-Rounds are interleaved (the uniform step in the untimed pedantic ``setup``, timed by hand) so load from
-other processes hits both alike; the ratio compares the fastest round of each.  Acceptance (issue 13): at
-most 2x a uniform step.  Measured on 2 CPU cores under a load average of 12-19 from other jobs (a uniform
-step took 7-26 s instead of about 1 s, so these are noisy): K = 2, 4, 8: 2.11, 1.91, 2.78; with one partial
-backward per cluster an earlier, quieter measurement gave 1.71, 3.99, 6.67.  The bound is asserted for K = 2.
+Both steps run in this process on the same tokenized batch of 16 queries with 1 positive and 1 hard negative (max
+lengths 32/128; the synthetic texts are 9 and 20 tokens), forward + loss + backward + AdamW. The uniform step is
+the base method (the mean of the same per-sample loss: softmax over [positive, negative], dot, no in-batch
+negatives); the iDRO step adds the gradients of every present cluster's mean loss on the last 3 of MiniLM's 6
+blocks (5.3M parameters), their K x K Gram matrix and the weight update. That loss separates per sample, so one
+partial backward serves all clusters (methods.dro_grads: forward hooks, ``autograd.grad`` w.r.t. the blocks' Linear
+and LayerNorm outputs) and the Gram matrix is built module by module in one reused (K, largest module) buffer,
+never as the (K, P) gradient matrix. The batch's queries are spread over exactly K clusters (the assignment is set
+directly).
+
+Timing: one torch thread, rounds interleaved (the uniform step in the untimed pedantic ``setup``), the ratio of the
+fastest round of each. The asserted ratio is of **process CPU time**: on 2 cores shared with other jobs the wall
+time of a step varies 20-40x with the load (a uniform step took 6-18 s instead of 0.4 s at a load average of 10-13,
+and the wall ratio of one run swung from 1.5 to 2.2 for the same code), while the CPU time a step uses is the work
+it does. The wall ratio is printed and kept in the benchmark's extra_info.
+
+Measured (CPU time, one thread, load average 10-12 from other jobs), K = 2, 4, 8:
+before (one (K, P) matrix: per-cluster boolean-mask copies and products per forward call, K x P fills, adds,
+concatenation and a float64 copy in idro_step): 1.46, 1.60, 2.46;
+after: 1.34, 1.30, 1.40 (uniform 0.77-0.90 s, iDRO 1.15-1.19 s); this test at a load average of 7-8: 1.35, 1.31,
+1.43 (wall 1.55, 1.37, 1.74; uniform 0.83 s, iDRO 1.09-1.19 s CPU).  The rest is K-independent: the partial
+backward through the 3 blocks and one weight-gradient-sized product over the batch's non-padding tokens.
+Acceptance (issue 13): at most 2x a uniform step, asserted for every K.
 """
 from __future__ import annotations
 
@@ -75,33 +85,45 @@ def test_idro_step_cost_against_a_uniform_step(benchmark, setting, k):
         optimizer.zero_grad(set_to_none=True)
         return res.loss
 
-    for method in (uniform, idro):            # warm-up (allocator, kernels)
-        step(method)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     uniform_times: list[float] = []
     idro_times: list[float] = []
+    walls: dict[str, list[float]] = {"uniform": [], "idro": []}
 
-    def timed_uniform():
-        started = time.perf_counter()
-        step(uniform)
-        uniform_times.append(time.perf_counter() - started)
-
-    def timed_idro():
-        started = time.perf_counter()
-        loss = step(idro)
-        idro_times.append(time.perf_counter() - started)
+    def timed(method, times: list[float], wall: list[float]) -> float:
+        cpu, started = time.process_time(), time.perf_counter()
+        loss = step(method)
+        times.append(time.process_time() - cpu)
+        wall.append(time.perf_counter() - started)
         return loss
 
-    loss = benchmark.pedantic(timed_idro, setup=timed_uniform, rounds=ROUNDS, iterations=1)
+    try:
+        for method in (uniform, idro):        # warm-up (allocator, kernels)
+            step(method)
+
+        def setup() -> None:                  # untimed by the benchmark (it must return None), timed by hand
+            timed(uniform, uniform_times, walls["uniform"])
+
+        loss = benchmark.pedantic(lambda: timed(idro, idro_times, walls["idro"]), setup=setup, rounds=ROUNDS,
+                                  iterations=1)
+    finally:
+        torch.set_num_threads(threads)
     assert np.isfinite(loss) and idro.scalars()["present_clusters"] == k
     assert idro.fast is not None and idro.fast.supported          # one partial backward for all clusters
     n_params = sum(p.numel() for p in idro.params)
     ratio = min(idro_times) / min(uniform_times)
+    wall_ratio = min(walls["idro"]) / min(walls["uniform"])
     RATIOS[k] = ratio
-    benchmark.extra_info.update({"k": k, "uniform_s": uniform_times, "idro_s": idro_times, "ratio_min": ratio,
-                                 "cluster_params": n_params, "torch_threads": torch.get_num_threads()})
-    print(f"\nK={k}: iDRO step / uniform step {ratio:.3f} (fastest rounds); uniform {min(uniform_times):.3f}s, "
-          f"iDRO {min(idro_times):.3f}s; per-cluster gradients on {n_params} parameters (last 3 blocks); "
+    benchmark.extra_info.update({"k": k, "uniform_cpu_s": uniform_times, "idro_cpu_s": idro_times,
+                                 "ratio_min": ratio, "uniform_wall_s": walls["uniform"], "idro_wall_s": walls["idro"],
+                                 "wall_ratio_min": wall_ratio, "cluster_params": n_params, "torch_threads": 1,
+                                 "load_average": os.getloadavg()[0]})
+    print(f"\nK={k}: iDRO step / uniform step {ratio:.3f} CPU time (fastest rounds; wall {wall_ratio:.3f}); "
+          f"uniform {min(uniform_times):.3f}s, iDRO {min(idro_times):.3f}s; load average {os.getloadavg()[0]:.1f}; "
+          f"per-cluster gradients on {n_params} parameters (last 3 blocks); "
           f"ratios so far {', '.join(f'K={kk}: {r:.2f}' for kk, r in sorted(RATIOS.items()))}")
     assert ratio > 1.0                         # the per-cluster gradients are extra work, not free
-    if k == 2:
-        assert ratio <= 2.0                    # acceptance bound, met for few clusters per batch on CPU
+    assert ratio <= 2.0                        # acceptance bound (issue 13), for every K
+    if len(RATIOS) == 3:                       # no longer linear in K: 8 clusters cost about what 2 do
+        assert RATIOS[8] <= 1.3 * RATIOS[2]
