@@ -10,7 +10,7 @@ from harness.cli import main
 from harness.errors import ConfigError
 from harness.evaluation_result import EvaluationResult
 from harness.stats import StatsOptions, apply_correction, compare_suite, compare_systems
-from harness.stats.draws import bootstrap_index_blocks, sign_flip_blocks
+from harness.stats.draws import bootstrap_index_blocks, sign_flip_blocks, sign_flip_counts
 from harness.stats.floor import floor_note, resamples_for_family, round_up_one_digit
 from harness.stats.suite import ComparisonReport
 from reports.comparison import comparison_table
@@ -98,6 +98,23 @@ def test_draw_streams_extend_each_other():
         np.testing.assert_array_equal(small, large[:1000])
     flips = rows(sign_flip_blocks, 37, 20_000)
     assert set(np.unique(flips)) == {0.0, 1.0} and abs(flips.mean() - 0.5) < 0.005
+
+
+def test_byte_table_counts_equal_unpacked_matrix_counts_and_do_not_depend_on_other_rows():
+    """sign_flip_counts reads per-byte tables; the counts are those of the unpacked bits times the differences."""
+    rng = np.random.default_rng(4)
+    for n in (5, 37, 301):
+        diffs = rng.normal(0.05, 0.3, (6, n))
+        diffs[:, ::4] = np.round(diffs[:, ::4], 1)                  # ties among the statistics
+        thresholds = np.abs(diffs.sum(axis=1)) - 1e-9 * np.abs(diffs).sum(axis=1)
+        expected = np.zeros(6, dtype=np.int64)
+        for flips in sign_flip_blocks(np.random.default_rng(2), n, 5000):
+            expected += np.count_nonzero(np.abs(diffs.sum(axis=1) - 2 * flips @ diffs.T) >= thresholds, axis=0)
+        got = sign_flip_counts(diffs, thresholds, 5000, np.random.default_rng(2))
+        np.testing.assert_array_equal(got, expected)
+        alone = [sign_flip_counts(diffs[i:i + 1], thresholds[i:i + 1], 5000, np.random.default_rng(2))[0]
+                 for i in range(6)]
+        np.testing.assert_array_equal(alone, got)
 
 
 # ---------------------------------------------------------------- the Monte Carlo floor
