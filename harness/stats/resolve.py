@@ -126,6 +126,8 @@ def subset_sum_lower_tail(weights: np.ndarray, limits: list[int]) -> list[float]
     tail adds at most ``(128 + log2 L) * 2^-53`` (blocks of 128, then pairs).
     """
     weights = np.asarray(weights, dtype=np.int64)
+    if len(weights) and int(weights.min()) < 1:
+        raise StatisticsError("subset sums need positive integer weights")
     top = max(limits)
     if top < 0:
         return [0.0 for _ in limits]
@@ -221,7 +223,8 @@ def resolve_sign_flip(diff: np.ndarray, *, budget: int = DEFAULT_BUDGET, use_gri
         a = np.rint(mag * q).astype(np.int64)
         total = int(a.sum())
         signed = abs(int(np.rint(nonzero * q).astype(np.int64).sum()))
-        if n * max(1, (total - signed) // 2) <= budget:
+        # a value within the tolerance of 0 (rounding residue, not a grid point) is no grid value: bounds
+        if np.all(a > 0) and n * max(1, (total - signed) // 2) <= budget:
             # the tolerance only ever admits the observed value itself (grid steps are >= 1/q >> tol)
             (p,) = _two_sided_tails(a, [float(signed)])
             return Resolution(p, p, p, "exact", f"1/{q}", sp)

@@ -15,7 +15,7 @@ import pytest
 
 from harness.evaluation_result import EvaluationResult
 from harness.stats import StatsOptions, compare_suite, compare_systems, draws, randomization_test
-from harness.stats.paired import tolerance
+from harness.stats.paired import StatisticsError, tolerance
 from harness.stats.resolve import common_grid, resolve_sign_flip, saddlepoint_p, subset_sum_lower_tail
 
 
@@ -247,3 +247,16 @@ def test_resolved_twins_get_identical_p_values_and_adding_a_system_changes_neith
     more = compare_systems(systems, ["m"], options=options, family="system", alpha=res.high * 1.03)
     assert alone.get("sys", "m").p_value == more.get("sys", "m").p_value == a.p_value
     assert [r.comparison.system for r in more.resolved] == ["sys", "twin"]
+
+
+def test_rounding_residue_is_not_a_grid_value():
+    """A difference like 0.3 - 0.1 - 0.2 (about 3e-17) is within the grid tolerance of 0: bounds, not a crash."""
+    rng = np.random.default_rng(8)
+    d = rng.integers(-2, 4, 60) / 4
+    d[0] = 0.3 - 0.1 - 0.2
+    res = resolve_sign_flip(d)
+    assert res.kind == "bounded" and res.low <= res.high
+    clean = resolve_sign_flip(np.where(np.arange(60) == 0, 0.0, d))
+    assert clean.kind == "exact" and res.low <= clean.p_value <= res.high
+    with pytest.raises(StatisticsError, match="positive integer"):
+        subset_sum_lower_tail(np.array([1, 0, 2]), [1])
