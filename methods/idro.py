@@ -53,6 +53,8 @@ def gram_factor(gram: torch.Tensor) -> torch.Tensor:
     the rows of G in :func:`idro_step`: same norms, same pairwise dots.  Rows of zero gradients (absent
     clusters) stay exactly zero, as G's."""
     gram = gram.to(torch.float64)
+    if not bool(torch.isfinite(gram).all()):       # a non-finite loss: NaN weights, as from the (K, P) gradients
+        return torch.full_like(gram, float("nan"))
     values, vectors = torch.linalg.eigh(gram)
     factor = vectors * values.clamp(min=0).sqrt()
     return torch.where((gram.diagonal() > 0).unsqueeze(1), factor, torch.zeros_like(factor))

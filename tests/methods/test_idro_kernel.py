@@ -86,6 +86,9 @@ def test_a_factor_of_the_gram_matrix_gives_the_same_step(mode):
     assert torch.allclose(small[1], full[1], rtol=1e-10, atol=1e-12)
     assert float(small[0]) == pytest.approx(float(full[0]), rel=1e-12)
     assert not torch.allclose(full[1], prev / prev.sum())      # a real update, not a no-op
+    nan = grads @ grads.T
+    nan[0, 1] = float("nan")
+    assert gram_factor(nan).isnan().all()                      # no eigensolver error: NaN, as G's would give
 
 
 def test_bad_inputs():
