@@ -203,9 +203,11 @@ def test_486_comparisons_time_against_the_old_per_comparison_way(benchmark, case
     """The whole suite comparison (tests at the rule's B = 200,000, intervals, Holm, resolution) against the
     old per-comparison B = 10,000 way, timed in the same run.
 
-    Measured here (2 shared cores, load ~12): clear (31-60 queries per dataset, 834 in all) new 7.9 s vs
-    old 8.4 s (ratio 0.94); dense (100-500 queries, 5274 in all) new 24.1 s vs old 47.9 s (ratio 0.50), with
-    20x the draws per test (the shared draws serve 9 systems at once, read through byte tables).
+    Measured here (2 shared cores, load ~10-12), two runs: clear (31-60 queries per dataset, 834 in all)
+    new 7.9 / 6.4 s vs old 8.4 / 8.8 s (ratio 0.94 / 0.72); dense (100-500 queries, 5274 in all) new 24.1 /
+    28.8 s vs old 47.9 / 47.9 s (ratio 0.50 / 0.60), with 20x the draws per test (the shared draws serve 9
+    systems at once, read through byte tables).  The code before this change took 33-37 s (clear) and
+    158-202 s (dense) per run here, escalating unsettled decisions to 2,000,000 draws.
     """
     results = case486(CLEAR_SIZES) if case == "clear" else case486(DENSE_SIZES, seed=3, shifts=DENSE)
     options = StatsOptions(test="randomization", seed=1)
