@@ -17,6 +17,8 @@ from harness.evaluation_result import EvaluationResult
 from harness.stats import StatsOptions, compare_suite, compare_systems, draws, randomization_test
 from harness.stats.paired import StatisticsError, tolerance
 from harness.stats.resolve import common_grid, resolve_sign_flip, saddlepoint_p, subset_sum_lower_tail
+from reports.comparison import comparison_table
+from reports.markdown import render_markdown
 
 
 def realish(n: int, shift: float, ties: float, rng: np.random.Generator, grid: int = 1000) -> np.ndarray:
@@ -191,6 +193,8 @@ def test_a_decision_at_its_threshold_is_the_same_under_every_seed(where, kind, s
     assert entry["monte_carlo_p"] != c.p_value and not reports[0].unsettled
     note = [line for line in reports[0].describe() if line.startswith("Decided without Monte Carlo error")]
     assert len(note) == 1 and "sys on m" in note[0] and f"[{kind}]" in note[0]
+    table = comparison_table(reports[0])                                  # the table's notes carry it
+    assert note[0] in table.notes and "Decided without Monte Carlo error" in render_markdown(table)
 
 
 def test_grid_metric_at_its_threshold_is_decided_exactly():
