@@ -392,12 +392,25 @@ class CandidatePool:
 
         assert self.fusion is not None
         method, norm = self.fusion
-        ranx_runs = [ranx.Run(r.to_dict(), name=r.name) for r in runs]
-        try:
-            fused = ranx.fuse(ranx_runs, norm=norm, method=method)
-        except (ValueError, KeyError, NotImplementedError) as exc:
-            raise ConfigError(f"ranx fusion {method!r} (norm {norm!r}) failed: {exc}") from None
-        return Run.from_dict(fused.to_dict(), name=self.fusion_name or "fusion")
+        # ranx fuses runs over the same queries only: a query some source matched nothing for (BM25
+        # on a query of stop words) is fused over the sources that found it, and a query one source
+        # alone found keeps that source's list (ranx needs two runs).
+        dicts = [r.to_dict() for r in runs]
+        groups: dict[tuple[int, ...], list[str]] = {}
+        for q in dict.fromkeys(q for d in dicts for q in d):
+            groups.setdefault(tuple(i for i, d in enumerate(dicts) if d.get(q)), []).append(q)
+        out: dict[str, dict[str, float]] = {}
+        for members, qids in groups.items():
+            if len(members) == 1:
+                out.update({q: dicts[members[0]][q] for q in qids})
+                continue
+            ranx_runs = [ranx.Run({q: dicts[i][q] for q in qids}, name=runs[i].name) for i in members]
+            try:
+                fused = ranx.fuse(ranx_runs, norm=norm, method=method)
+            except (ValueError, KeyError, NotImplementedError) as exc:
+                raise ConfigError(f"ranx fusion {method!r} (norm {norm!r}) failed: {exc}") from None
+            out.update(fused.to_dict())
+        return Run.from_dict(out, name=self.fusion_name or "fusion")
 
     def _assemble(self, queries: Queries, fused: Run, runs: list[Run],
                   positives: Mapping[str, Sequence[str]]) -> CandidateChunk:
