@@ -149,7 +149,7 @@ def _two_sided_tails(a: np.ndarray, thresholds: list[float]) -> list[float]:
     total = int(a.sum())
     limits: list[int | None] = []
     for t in thresholds:
-        need = math.ceil(t - 1e-9 * max(1.0, abs(t)))   # |Y| >= t  <=>  |Y| >= ceil(t) (Y is an integer)
+        need = math.ceil(t)                               # |Y| >= t  <=>  |Y| >= ceil(t) (Y is an integer)
         if need <= 0:
             limits.append(None)
         else:
