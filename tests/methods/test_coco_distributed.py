@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow        # two spawned processes: about half a minute per case
+pytestmark = pytest.mark.slow        # two spawned processes: 1 to 1.5 minutes per case on 2 busy cores
 
 
 def spec_for(world_dir: str, model_dir: str, mlm_weight: float = 0.0):
