@@ -386,11 +386,11 @@ def ray_job(job: JobFunction, suite_arg: str, scale: str, results_root: str, cac
 
 
 class _RayGrid:
-    """The Ray side of :func:`run_grid`: the cluster ``RAY_ADDRESS`` names (or one this process is
-    already connected to), else a local instance of ``workers`` CPUs started here, without dashboard,
-    and shut down when the grid ends.  Each unit is one task in a fresh worker process (``max_calls=1``:
-    a GPU and the memory of a model are given back when the unit ends); at most ``workers`` run at a
-    time, a new one starting as soon as any finishes."""
+    """The Ray side of :func:`run_grid`: the cluster ``RAY_ADDRESS`` names (``auto``: the one ``ray start``
+    made on this machine), or the one this process is already connected to, else a local instance of
+    ``workers`` CPUs started here, without dashboard, and shut down when the grid ends.  Each unit is one
+    task in a fresh worker process (``max_calls=1``: a GPU and the memory of a model are given back when
+    the unit ends); at most ``workers`` run at a time, a new one starting as soon as any finishes."""
 
     def __init__(self, options: GridOptions, say: Callable[[str], None]) -> None:
         self.ray = _require_ray()

@@ -1,10 +1,14 @@
 """``--executor ray`` for real: a local Ray instance runs the suite's units wave by wave.
 
-The fast test drives :func:`run_grid` with a trivial job (it records when each unit ran, in which process)
+The first test drives :func:`run_grid` with a trivial job (it records when each unit ran, in which process)
 on the real units of a suite with a shared dependency, so what is checked is Ray's scheduling: dependencies
 finish before the units that need them, at most ``workers`` at a time, one fresh process per unit, the job's
 log reaches the driver, a failure names its unit and the instance is shut down.  The slow test runs the
-README's quickstart suite through Ray and compares its table byte for byte with a plain ``harness run``."""
+README's quickstart suite through Ray and compares its table byte for byte with a plain ``harness run``.
+
+Both are ``slow``: Ray's start-up alone took 9.5 s on the two shared cores at load 10, and each unit starts a
+fresh worker process (the first test: 98 s at load 15).  The default run keeps the refusal without Ray
+(tests/ablation/test_executors.py)."""
 from __future__ import annotations
 
 import json
@@ -35,6 +39,7 @@ def ray():
         pytest.skip(INSTALL)
 
 
+@pytest.mark.slow
 def test_units_run_through_ray_in_dependency_order(tmp_path, ray, capfd):
     suite = load_validated(_suite(tmp_path / "claims.yaml"), "tiny")
     root = tmp_path / "results"
@@ -44,7 +49,7 @@ def test_units_run_through_ray_in_dependency_order(tmp_path, ray, capfd):
     assert [sorted(u.kind for u in w) for w in grouped] == [["dependency", "eval"], ["train", "train"],
                                                             ["eval", "eval"]]
     failing = grouped[2][1]
-    log = tmp_path / "ran.jsonl"
+    failing_key, log = failing.key, str(tmp_path / "ran.jsonl")   # what the job captures: plain values
 
     def job(suite_arg: str, scale: str, results_root: str, cache_dir: str | None, key: str) -> str:
         # defined here so that Ray ships it by value: the workers need not import this test module
@@ -54,7 +59,7 @@ def test_units_run_through_ray_in_dependency_order(tmp_path, ray, capfd):
         with open(log, "a") as f:
             f.write(json.dumps({"key": key, "start": start, "end": time.time(), "pid": os.getpid(),
                                 "args": [suite_arg, scale, results_root, cache_dir]}) + "\n")
-        if key == failing.key:
+        if key == failing_key:
             raise RuntimeError(f"asked to fail {key}")
         return key
 
@@ -71,7 +76,7 @@ def test_units_run_through_ray_in_dependency_order(tmp_path, ray, capfd):
     assert messages[1] == "ray: a local Ray instance (2 CPU(s), 0 GPU(s))"
     assert [m.split(" done in ")[0] for m in messages if " done in " in m] == ["wave 1", "wave 2"]
 
-    ran = {r["key"]: r for r in map(json.loads, log.read_text().splitlines())}
+    ran = {r["key"]: r for r in map(json.loads, Path(log).read_text().splitlines())}
     assert sorted(ran) == sorted(u.key for u in units)      # every unit once (the failing one too)
     assert {tuple(r["args"]) for r in ran.values()} == {("claims-suite", "tiny", str(root), None)}
     pids = [r["pid"] for r in ran.values()]
