@@ -34,8 +34,9 @@ import numpy as np
 
 from harness.data.beir import Corpus
 from harness.encoders.base import Encoder
+from harness.encoders.shards import check_shard_vectors, write_shard
 from harness.errors import ConfigError
-from harness.io import atomic_write, atomic_write_json
+from harness.io import atomic_write_json
 
 log = logging.getLogger(__name__)
 
@@ -132,24 +133,6 @@ def _shard_is_valid(path: Path, count: int, dim: int | None) -> bool:
     except (OSError, ValueError):
         return False
     return arr.dtype == np.float32 and arr.ndim == 2 and arr.shape[0] == count and (dim is None or arr.shape[1] == dim)
-
-
-def write_shard(path: Path, vectors: np.ndarray) -> None:
-    """Write one shard's float32 vectors atomically (temp file + rename): a reader sees all of it or nothing."""
-    with atomic_write(path, "wb") as handle:
-        np.save(handle, vectors, allow_pickle=False)
-
-
-def check_shard_vectors(vectors: np.ndarray, index: int, start: int, count: int, dim: int | None) -> np.ndarray:
-    """``vectors`` of shard ``index`` (rows ``start``..) as contiguous float32, after checking their shape
-    (``count`` rows, ``dim`` columns when known) and that every value is finite; ConfigError otherwise."""
-    if vectors.ndim != 2 or vectors.shape[0] != count:
-        raise ConfigError(f"encoder returned shape {vectors.shape} for {count} documents")
-    if dim is not None and vectors.shape[1] != dim:
-        raise ConfigError(f"encoder returned dimension {vectors.shape[1]}, cache entry has {dim}")
-    if not np.all(np.isfinite(vectors)):
-        raise ConfigError(f"encoder returned non-finite values in shard {index} (rows {start}..{start + count - 1})")
-    return np.ascontiguousarray(vectors, dtype=np.float32)
 
 
 def open_entry(encoder: Encoder, corpus: Corpus, cache_dir: str | Path | None, *, kind: str, folder: str,

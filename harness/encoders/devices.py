@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.encoders.shards import check_shard_vectors, write_shard
 from harness.encoders.texts import detached
 from harness.errors import ConfigError, HarnessError
 
@@ -128,8 +129,6 @@ def _init_worker(encoders: Any, threads: int) -> None:
 def _encode_shard(index: int, start: int, texts: list[str], path: str, dim: int | None,
                   batch_size: int | None) -> ShardDone:
     """Encode one shard on this worker's device and write it atomically to ``path``."""
-    from harness.encoders.cache import check_shard_vectors, write_shard
-
     encoder, device = _WORKER["encoder"], _WORKER["device"]
     started = time.perf_counter()
     try:
