@@ -219,7 +219,7 @@ def results_table(suite: AblationSuite, scale: str, results_root: str | Path, la
     from harness.stats.compare import TEST_NAMES
     from harness.stats.correction import CORRECTION_NAMES
     from harness.stats.replicates import REPLICATE_TEST_NOTE
-    from harness.stats.suite import ComparisonReport, apply_correction, compare_suite
+    from harness.stats.suite import compare_suite
     from reports.comparison import GAIN_MARK, LOSS_MARK, metric_label
     from reports.table import Cell, Column, Row, Table
 
@@ -240,26 +240,31 @@ def results_table(suite: AblationSuite, scale: str, results_root: str | Path, la
     alpha = float(stats.get("alpha", 0.05))
     aggregate_method = stats.get("aggregate", "pooled")
 
-    comparisons, keys = [], []
+    # One comparison pass over exactly the table's cells: Holm's family, the draw count it needs and the
+    # resolution of decisions at their threshold are those of this table (harness.stats.suite.compare_suite).
+    results: dict[str, dict[str, Any]] = {}
+    aggregates: dict[str, list[str]] = {}
+    cell_of: dict[str, tuple[str, str]] = {}
     for col in layout.columns:
         if col.benchmark not in cfg.aggregates and col.benchmark not in bench_labels:
             raise ConfigError(f"layout {layout.name!r}: {col.benchmark!r} is neither a benchmark nor an aggregate "
                               f"of scale {scale!r}")
         benches, nested = finished.columns(col.benchmark)
-        results = {bench_labels[b]: {labels[v]: finished.evaluation(by_id[v], b) for v in systems} for b in benches}
-        aggregates = {name: [bench_labels.get(m, m) for m in members] for name, members in nested.items()} or None
-        report = compare_suite(results, [col.metric], baseline=labels[baseline], aggregates=aggregates,
-                               aggregate_method=aggregate_method, options=options, correction="none", alpha=alpha)
+        for b in benches:
+            if bench_labels[b] not in results:
+                results[bench_labels[b]] = {labels[v]: finished.evaluation(by_id[v], b) for v in systems}
+        aggregates.update({name: [bench_labels.get(m, m) for m in members] for name, members in nested.items()})
         dataset = col.benchmark if nested else bench_labels[col.benchmark]
-        for c in report.comparisons:
-            if c.dataset == dataset:
-                comparisons.append(c)
-                keys.append(f"{col.benchmark}/{col.metric}")
+        cell_of[f"{col.benchmark}/{col.metric}"] = (dataset, col.metric)
     correction = stats.get("correction", "holm")
-    apply_correction(comparisons, correction, "all")
-    report = ComparisonReport(comparisons, labels[baseline], [labels[s] for s in systems],
-                              sorted({c.metric for c in comparisons}), [], {}, options, correction, alpha, "all",
-                              aggregate_method)
+    report = compare_suite(results, list(dict.fromkeys(m for _, m in cell_of.values())), baseline=labels[baseline],
+                           aggregates=aggregates or None, aggregate_method=aggregate_method, options=options,
+                           correction=correction, alpha=alpha, cells=set(cell_of.values()))
+    comparisons, keys = [], []
+    for key, (dataset, metric) in cell_of.items():
+        for sid in systems[1:]:
+            comparisons.append(report.get(labels[sid], metric, dataset))
+            keys.append(key)
 
     columns = [Column(f"{c.benchmark}/{c.metric}", c.label or metric_label(c.metric),
                       group=c.group or bench_labels.get(c.benchmark, c.benchmark)) for c in layout.columns]

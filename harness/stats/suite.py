@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -232,13 +232,17 @@ def _evaluation(value: Any) -> EvaluationResult:
 def compare_suite(results: SuiteResults, metrics: Sequence[str], *,
                   baseline: str | None = None, aggregates: Mapping[str, Sequence[str]] | None = None,
                   aggregate_method: str = "pooled", options: StatsOptions = DEFAULT_OPTIONS,
-                  correction: str = "holm", alpha: float = 0.05, family: Family = "all") -> ComparisonReport:
+                  correction: str = "holm", alpha: float = 0.05, family: Family = "all",
+                  cells: Collection[tuple[Any, str]] | None = None) -> ComparisonReport:
     """Compare every system with the baseline on every dataset, metric and aggregate.
 
     ``results`` maps dataset name (``None`` for a single unnamed dataset) to
     ``{system name: EvaluationResult or StoredResult}``; the first system of the
     first dataset is the baseline unless ``baseline`` is given.  ``aggregates`` maps
     an aggregate name (e.g. ``"BEIR avg"``) to the datasets it averages.
+    ``cells`` restricts the comparisons to these ``(dataset or aggregate, metric)`` pairs (a table
+    that shows some of them): the family, the draw count it needs and the resolution of close
+    decisions are then those of exactly the shown cells, in one pass.
     """
     if not results:
         raise ConfigError("nothing to compare: no results given")
@@ -293,6 +297,13 @@ def compare_suite(results: SuiteResults, metrics: Sequence[str], *,
     # An aggregate is compared on the metrics all its datasets have.
     for name in aggregates or {}:
         measured[name] = [m for m in metrics if all(m in measured[d] for d in leaves(name))]
+    if cells is not None:
+        wanted = set(cells)
+        absent_cells = sorted(f"{w}/{m}" for w, m in wanted if m not in measured.get(w, []))
+        if absent_cells:
+            raise ConfigError(f"no comparison for {', '.join(absent_cells)}: not a dataset or aggregate with that "
+                              f"metric")
+        measured = {w: [m for m in ms if (w, m) in wanted] for w, ms in measured.items()}
     order = [(dataset, system, metric) for dataset in datasets for system in others for metric in measured[dataset]]
     order += [(name, system, metric) for name in (aggregates or {}) for system in others for metric in measured[name]]
     test_b = _test_resamples(order, {a: aggregate_method for a in aggregates or {}}, baseline, options, correction,

@@ -101,7 +101,7 @@ def breakdown_table(suite: AblationSuite, scale: str, results_root: str | Path, 
     from harness.stats.compare import TEST_NAMES
     from harness.stats.correction import CORRECTION_NAMES
     from harness.stats.replicates import REPLICATE_TEST_NOTE, replicate_spread
-    from harness.stats.suite import ComparisonReport, apply_correction, compare_suite
+    from harness.stats.suite import compare_suite
     from reports.comparison import GAIN_MARK, LOSS_MARK, metric_label
     from reports.table import Cell, Column, Row, Table
 
@@ -127,21 +127,31 @@ def breakdown_table(suite: AblationSuite, scale: str, results_root: str | Path, 
         if averages and len(members) > 1:
             row_specs.append((name, f"Avg ({len(members)})" if name is None else f"{name} avg ({len(members)})",
                               members, "average"))
+    # One comparison pass over exactly the table's cells (each benchmark row and each group average): Holm's
+    # family, the draw count it needs and the resolution of decisions at their threshold are this table's.
     comparisons, where = [], []
+    report = None
     if others:
-        for i, (_group, _label, members, _kind) in enumerate(row_specs):
-            results = {b: {s.id: finished.evaluation(s, b) for s in [reference, *others]} for b in members}
-            aggregate = {"__row__": members} if len(members) > 1 else None
-            report = compare_suite(results, [metric], baseline=reference.id, aggregates=aggregate,
-                                   aggregate_method=aggregate_method, options=suite.stats_options(),
-                                   correction="none", alpha=alpha)
-            dataset = "__row__" if aggregate else members[0]
-            for c in report.comparisons:
-                if c.dataset == dataset:
-                    comparisons.append(c)
-                    where.append((i, c.system))
-    if comparisons:
-        apply_correction(comparisons, correction, "all")
+        results: dict[str, dict[str, Any]] = {}
+        averages_of: dict[str, list[str]] = {}
+        cell_of: list[str] = []
+        for i, (_group, label, members, _kind) in enumerate(row_specs):
+            for b in members:
+                if b not in results:
+                    results[b] = {s.id: finished.evaluation(s, b) for s in [reference, *others]}
+            if len(members) > 1:        # named by its row label in the notes, unless a benchmark has that id
+                name = label if label not in labels and label not in averages_of else f"{label} (row {i + 1})"
+                averages_of[name] = list(members)
+                cell_of.append(name)
+            else:
+                cell_of.append(members[0])
+        report = compare_suite(results, [metric], baseline=reference.id, aggregates=averages_of or None,
+                               aggregate_method=aggregate_method, options=suite.stats_options(),
+                               correction=correction, alpha=alpha, cells={(d, metric) for d in cell_of})
+        for i, dataset in enumerate(cell_of):
+            for s in others:
+                comparisons.append(report.get(s.id, metric, dataset))
+                where.append((i, s.id))
     marks_of: dict[tuple[int, str], tuple[float, tuple[str, ...]]] = {}
     for (i, sid), c in zip(where, comparisons):
         marks: tuple[str, ...] = ()
@@ -181,10 +191,8 @@ def breakdown_table(suite: AblationSuite, scale: str, results_root: str | Path, 
         legend[LOSS_MARK] = f"significantly worse than {reference.label} ({detail})"
     notes = [f"Scale {scale}; {metric_label(metric)}; best value per row in bold; markers against "
              f"{reference.label}."]
-    if comparisons:
-        report = ComparisonReport(comparisons, reference.label, [], [metric], [], {}, suite.stats_options(),
-                                  correction, alpha, "all", aggregate_method)
-        notes += report.describe()
+    if report is not None:
+        notes += [line for line in report.describe() if not line.startswith(("Aggregates:", "Nested aggregates"))]
         if any(kind == "average" for *_rest, kind in row_specs):
             notes.append(f"Group averages: {AGGREGATE_DESCRIPTIONS[aggregate_method]}.")
     if replicated:
