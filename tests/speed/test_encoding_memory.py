@@ -9,6 +9,12 @@ vectors of one shard).  Peak RSS is measured over the encoding alone: the kernel
 mark is reset (``/proc/self/clear_refs``) after the corpus is in memory, so what is reported is
 what encoding adds on top of the corpus texts.
 
+What used to grow with the corpus: the tokenizer reads each text through CPython's UTF-8 view of the
+str, which a non-ASCII str (41% of these documents) then keeps for its lifetime, so the corpus itself
+grew by ~1.3 KB a document as it was encoded (213 MB added at 20k documents, 347 MB at 100k).  The
+encoder now tokenises copies (harness.encoders.texts); the worker also checks that the corpus strings
+keep their size.
+
 Run with ``pytest -m slow tests/speed/test_encoding_memory.py -s``.
 """
 from __future__ import annotations
@@ -40,6 +46,7 @@ picks = rng.integers(0, len(passages), (n, 2))
 texts = [passages[a] + " " + passages[b] for a, b in picks.tolist()]
 corpus = Corpus([f"s{i}" for i in range(n)], [""] * n, texts)
 del source, passages, picks
+corpus_bytes = sum(map(sys.getsizeof, texts))
 encoder = HFEncoder(model, batch_size=64, doc_max_length=256, pooling="mean", normalize=True)
 encoder._load()
 import torch
@@ -55,7 +62,8 @@ with open("/proc/self/clear_refs", "w") as handle:
 started = time.perf_counter()
 emb = encode_corpus(encoder, corpus, cache, shard_size=shard, progress=False)
 seconds = time.perf_counter() - started
-print(json.dumps({"docs": n, "rss_before_mb": before / 2**20, "peak_mb": status("VmHWM:") / 2**20,
+print(json.dumps({"docs": n, "corpus_grew_bytes": sum(map(sys.getsizeof, texts)) - corpus_bytes,
+                  "rss_before_mb": before / 2**20, "peak_mb": status("VmHWM:") / 2**20,
                   "added_mb": (status("VmHWM:") - before) / 2**20, "seconds": seconds,
                   "shards": len(emb.layout)}))
 """
@@ -77,8 +85,10 @@ def test_encoding_peak_memory_is_flat_in_corpus_size(shared_data, tmp_path):
         print(f"\n{r['docs']} docs, shard {SHARD_SIZE} ({r['shards']} shards): encoding added {r['added_mb']:.0f} MB "
               f"over {r['rss_before_mb']:.0f} MB (corpus + model), peak {r['peak_mb']:.0f} MB, {r['seconds']:.0f} s")
     assert small["shards"] == 4 and large["shards"] == 20
-    # Five times the documents: what encoding adds must not grow with the corpus (less than 2x for 5x).
-    # Measured here: 213 MB (20k) and 347 MB (100k) added at shard 5,000 -- bounded, but not perfectly flat:
-    # the extra 134 MB over 16 more shards was not traced (allocator fragmentation or oneDNN's primitive
-    # cache filling with more distinct batch shapes are the suspects).
-    assert large["added_mb"] <= 2 * small["added_mb"]
+    assert small["corpus_grew_bytes"] == large["corpus_grew_bytes"] == 0     # nothing stays on the corpus strings
+    # Five times the documents, the same added peak: within 30 MB or 15% (allocator noise on a shared machine).
+    # Measured here (2 shared cores, heavily loaded): 213 MB (20k) vs 347 MB (100k) before; 176 vs 211 MB with
+    # the UTF-8 fix alone; 200 vs 219 MB (19 MB apart) with the oneDNN primitive caches bounded too
+    # (harness.encoders.fusion).  Per shard the peak levels off after the first one (40k docs: 200, 200, 204, 205,
+    # 206, 206, 208, 208 MB): what remains is the tokenisation window's and one batch's working memory.
+    assert abs(large["added_mb"] - small["added_mb"]) <= max(30.0, 0.15 * small["added_mb"]), (small, large)
