@@ -48,6 +48,7 @@ from harness.encoders.sparse_echo import (
     read_echo_settings,
 )
 from harness.encoders.sparse_vectors import SparseVectors
+from harness.encoders.texts import detached
 from harness.errors import ConfigError, InputError
 from harness.train.heads import AGGREGATIONS, splade_pool
 
@@ -173,7 +174,8 @@ class SparseMLMEncoder(Encoder):
         vocab = self.vocab_size
         if len(texts) == 0:
             return SparseVectors.empty(vocab)
-        full = [prompt + t for t in texts] if prompt else list(texts)
+        # prompt + t is a new string anyway; the corpus's own strings are tokenised as copies (texts.detached)
+        full = [prompt + t for t in texts] if prompt else detached(texts)
         ids = tokenizer(full, max_length=max_length, truncation=True, return_attention_mask=False,
                         return_token_type_ids=False)["input_ids"]
         lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
