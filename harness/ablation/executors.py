@@ -330,8 +330,9 @@ def _submitit(runner: SuiteRun, units: list[Unit], options: GridOptions) -> Fail
     failures: Failures = []
     root, cache = str(options.results_root), str(options.cache_dir) if options.cache_dir else None
     for batch in batches:
-        jobs = executor.map_array(options.job, [options.suite_arg] * len(batch), [options.scale] * len(batch),
-                                  [root] * len(batch), [cache] * len(batch), [u.key for u in batch])
+        jobs = executor.map_array(worker_job, [options.job] * len(batch), [options.suite_arg] * len(batch),
+                                  [options.scale] * len(batch), [root] * len(batch), [cache] * len(batch),
+                                  [u.key for u in batch])
         for u, job in zip(batch, jobs):
             log.info("%s %s: %s job %s", u.kind, u.label, executor.cluster, job.job_id)
         for u, job in zip(batch, jobs):
@@ -343,6 +344,7 @@ def _submitit(runner: SuiteRun, units: list[Unit], options: GridOptions) -> Fail
     return failures
 
 
+RAY_LOG_GRACE_S = 3.0
 RAY_MISSING = ("--executor ray needs the package 'ray': pip install 'retrieval-harness[cluster]' (submitit and "
                "Ray; or the extra 'ray' alone), or scripts/setup.sh --dev")
 
@@ -360,10 +362,12 @@ def _require_ray() -> Any:
     return ray
 
 
-def ray_job(job: JobFunction, suite_arg: str, scale: str, results_root: str, cache_dir: str | None,
-            key: str) -> str:
-    """A Ray task: ``job`` in a fresh Ray worker process, set up like ``harness run-cell`` (our log lines
-    on stderr, which Ray forwards to the driver; torch threads from ``HARNESS_NUM_THREADS``)."""
+def worker_job(job: JobFunction, suite_arg: str, scale: str, results_root: str, cache_dir: str | None,
+               key: str) -> str:
+    """What a submitit job or Ray task runs: ``job`` in a fresh worker process set up like ``harness
+    run-cell``: our log lines on stderr (submitit's job log; Ray forwards them to the driver) and torch
+    threads from ``HARNESS_NUM_THREADS`` (without it, two local jobs on two cores each took every core for
+    torch: the quickstart's training took 22 minutes instead of 45 s)."""
     harness_log = logging.getLogger("harness")
     if not harness_log.handlers:
         handler = logging.StreamHandler(sys.stderr)
@@ -417,7 +421,7 @@ class _RayGrid:
         resources = ray.cluster_resources()
         gpus = float(resources.get("GPU", 0))
         self.say(f"ray: {where} ({float(resources.get('CPU', 0)):g} CPU(s), {gpus:g} GPU(s))")
-        self.task = ray.remote(num_cpus=1, num_gpus=options.gpus_per_job if gpus > 0 else 0, max_calls=1)(ray_job)
+        self.task = ray.remote(num_cpus=1, num_gpus=options.gpus_per_job if gpus > 0 else 0, max_calls=1)(worker_job)
 
     def run(self, runner: SuiteRun, units: list[Unit], options: GridOptions) -> Failures:
         if self.task is None:
@@ -446,6 +450,10 @@ class _RayGrid:
 
     def close(self) -> None:
         if self.started:
+            if self.task is not None:
+                # Ray forwards workers' output asynchronously (log monitor -> GCS -> this process): without
+                # a pause, the last unit's final lines were lost to the shutdown (11 of 12 "stored" lines)
+                time.sleep(RAY_LOG_GRACE_S)
             self.ray.shutdown()
             self.started = False
         self.task = None

@@ -127,7 +127,11 @@ def test_submitit_local_fallback_with_two_workers_gives_the_same_table(tmp_path,
     assert re.findall(r"wave (\d): (\d) unit", done.stderr) == [("1", "2"), ("2", "4")]
     jobs = re.findall(r"(train|eval) \S+(?: x \S+)?: local job (\d+)", done.stderr)
     assert len(jobs) == 6 and len({j for _, j in jobs}) == 6       # one local job per unit
-    assert len(list((tmp_path / "submitit" / "mini" / "tiny").glob("*_result.pkl"))) == 6
+    folder = tmp_path / "submitit" / "mini" / "tiny"
+    assert len(list(folder.glob("*_result.pkl"))) == 6
+    # each job logs like `harness run-cell` (into its submitit log)
+    logs = "".join(p.read_text() for p in folder.glob("*_log.err"))
+    assert len(re.findall(r"INFO harness\.ablation: trained \S+ in", logs)) == 2
 
 
 @pytest.mark.slow
