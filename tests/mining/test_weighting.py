@@ -45,14 +45,14 @@ def trained_parameters(tiny: str, directory, **options) -> dict[str, np.ndarray]
     from harness.train.model import build_model, load_weights
 
     method = get_method("mined")
-    spec = method.spec("tiny", model=tiny, steps=5, batch_size=4, warmup_steps=0, n_hard_negatives=1, lr=1e-3,
+    spec = method.spec("tiny", model=tiny, steps=3, batch_size=4, warmup_steps=0, n_hard_negatives=1, lr=1e-3,
                        max_grad_norm=1e-3, query_max_length=16, doc_max_length=24, save_every=100,
                        use_instructions=False,
                        method_options={"mine": False, "batches": "language_topic", "languages": "column:lang",
                                        "topics": "column:topic", **options})
     ckpt = method.train(spec, TrainingData([source()]), directory)
     grad_norms = [r["grad_norm"] for r in _log(ckpt.workdir / "train_log.jsonl")]
-    assert len(grad_norms) == 5 and min(grad_norms) > 1e-2, grad_norms      # every step is clipped
+    assert len(grad_norms) == 3 and min(grad_norms) > 1e-2, grad_norms      # every step is clipped
     model, _, _ = build_model(spec)
     load_weights(model, ckpt.path)
     return {k: v.detach().numpy().copy() for k, v in model.state_dict().items() if v.dtype.is_floating_point}
@@ -75,7 +75,7 @@ def test_per_query_weights_change_the_update_under_clipping(tiny, tmp_path, monk
     sample = trained_parameters(tiny, tmp_path / "sample", weights="portion", weighting="sample")
     batch = trained_parameters(tiny, tmp_path / "batch", weights="portion", weighting="batch")
     constant = trained_parameters(tiny, tmp_path / "constant", weights="constant", weighting="sample")
-    # 5 AdamW steps of lr 1e-3 move a parameter by up to ~5e-3; per-query weights move some differently
+    # 3 AdamW steps of lr 1e-3 move a parameter by up to ~3e-3; per-query weights move some differently
     assert max_difference(plain, sample) > 1e-4
     # a per-batch scalar is undone by clipping (what made the three Table 9 variants identical) ...
     assert max_difference(plain, batch) < 1e-6
