@@ -43,14 +43,24 @@ MINI_QRELS = [("q1", "d1"), ("q1", "d4"), ("q2", "d2"), ("q3", "d3")]
 
 
 @pytest.fixture
-def dataset(tmp_path):
+def beir_folder(tmp_path):
+    """A factory ``(docs, queries, qrels) -> folder`` writing a small BEIR-layout folder under ``tmp_path``
+    (``docs``/``queries``: id -> text; ``qrels``: (query id, doc id) pairs judged 1, split ``test``)."""
+    def write(docs: dict[str, str], queries: dict[str, str], qrels: list[tuple[str, str]],
+              name: str = "mini") -> Path:
+        folder = tmp_path / name
+        (folder / "qrels").mkdir(parents=True)
+        (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n"
+                                                     for k, v in docs.items()))
+        (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n"
+                                                      for k, v in queries.items()))
+        (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" +
+                                                   "".join(f"{q}\t{d}\t1\n" for q, d in qrels))
+        return folder
+    return write
+
+
+@pytest.fixture
+def dataset(beir_folder):
     """A 5-document BEIR-layout folder (3 queries, 4 judgements) for end-to-end evaluations (sparse tests, CLI)."""
-    folder = tmp_path / "mini"
-    (folder / "qrels").mkdir(parents=True)
-    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n"
-                                                 for k, v in MINI_DOCS.items()))
-    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n"
-                                                  for k, v in MINI_QUERIES.items()))
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" +
-                                               "".join(f"{q}\t{d}\t1\n" for q, d in MINI_QRELS))
-    return folder
+    return beir_folder(MINI_DOCS, MINI_QUERIES, MINI_QRELS)

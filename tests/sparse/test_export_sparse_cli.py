@@ -21,14 +21,9 @@ TEXTS = list(DOCS.values())
 
 
 @pytest.fixture
-def dataset(tmp_path):
-    folder = tmp_path / "mini"
-    (folder / "qrels").mkdir(parents=True)
-    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n"
-                                                 for k, v in DOCS.items()))
-    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in QUERIES.items()))
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
-    return folder
+def dataset(beir_folder):
+    """This module's 4-document folder (2 queries, each judging its own document)."""
+    return beir_folder(DOCS, QUERIES, [("q1", "d1"), ("q2", "d2")])
 
 
 @pytest.fixture

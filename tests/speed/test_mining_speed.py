@@ -72,17 +72,8 @@ def compare_with_sentence_transformers(tmp_path, rows, corpus) -> tuple[float, f
 
 
 def single_positive_scifact():
-    from harness.ablation.resolve import shared_root
-    from harness.data.beir import read_corpus
-    from harness.data.collections import load_beir_training
-
-    root = shared_root() / "scifact"
-    if not root.is_dir():
-        pytest.skip("shared SciFact data not available")
-    every = load_beir_training(root, split="train").rows
-    corpus = read_corpus(root / "corpus.jsonl")
-    assert len(every) == 809 and len(corpus) == 5183
-    return [r for r in every if len(r.pos) == 1], corpus
+    rows, corpus = all_scifact_train()
+    return [r for r in rows if len(r.pos) == 1], corpus
 
 
 def test_equal_selections_on_a_subset(tmp_path, monkeypatch):
