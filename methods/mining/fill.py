@@ -74,8 +74,14 @@ def _round(x: float) -> float | None:
 
 def fill_pools(gen: Generation, pool: CandidatePool, rows, idx: Sequence[int], pools, picks: Sequence[list[int]],
                judged: Sequence[RowJudgement | None], corpus_text: dict[str, str], settings,
-               flt: JudgeFilter | None, jstats: JudgeStats) -> list[GeneratedFill | None]:
-    """Fill the rows of one chunk whose pools hold fewer than ``settings.k`` (see the module docstring)."""
+               flt: JudgeFilter | None, jstats: JudgeStats, *,
+               known_positives: Sequence[Sequence[str]] | None = None) -> list[GeneratedFill | None]:
+    """Fill the rows of one chunk whose pools hold fewer than ``settings.k`` (see the module docstring).
+    ``known_positives`` (by row index) are the passages no addition may be, by default the row's own
+    positives (``rows.query_positives`` adds those of rows with the same query text)."""
+    def known(i: int) -> Sequence[str]:
+        return rows[i].pos if known_positives is None else known_positives[i]
+
     out: list[GeneratedFill | None] = [None] * len(idx)
     todo = [j for j in range(len(idx)) if len(picks[j]) < settings.k]
     if not todo:
@@ -99,7 +105,7 @@ def fill_pools(gen: Generation, pool: CandidatePool, rows, idx: Sequence[int], p
     by_text: dict[str, list[str]] = {}
     for doc_id, text in corpus_text.items():
         by_text.setdefault(text, []).append(doc_id)
-    positives = {f"row{idx[j]}": sorted({d for p in rows[idx[j]].pos for d in by_text.get(p.strip(), [])})
+    positives = {f"row{idx[j]}": sorted({d for p in known(idx[j]) for d in by_text.get(p.strip(), [])})
                  for j, _ in live}
     gq = Queries([f"row{idx[j]}" for j, _ in live], [q for _, q in live])
     retrieved = {}
@@ -113,7 +119,7 @@ def fill_pools(gen: Generation, pool: CandidatePool, rows, idx: Sequence[int], p
         taken = {str(own_docs[r]) for r in picks[j]}
         rj0 = judged[j]
         dropped = {str(own_docs[r]) for r in (rj0.dropped if rj0 is not None else ())}
-        seen_text = {corpus_text[d] for d in taken} | {p.strip() for p in rows[idx[j]].pos}
+        seen_text = {corpus_text[d] for d in taken} | {p.strip() for p in known(idx[j])}
         ok = []
         for r, d in enumerate(docs):
             d, text = str(d), corpus_text[str(d)]

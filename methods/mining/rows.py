@@ -5,6 +5,13 @@ BEIR corpus, or else every distinct passage of the rows (their positives and exi
 ids from the text's hash), as sentence-transformers' miner does.  A candidate whose text equals one
 of the query's positives is removed with the positives (duplicates cannot become negatives).
 
+Rows that share their query text (SciFact train has two such pairs of claims with different qrels:
+queries 89 and 90 judge two and one of the same documents) are one query: the positives of every
+such row are removed from each row's candidates and all of them set its positive score (the minimum,
+by default).  Otherwise a document judged relevant to the very same text could be mined as its
+negative, and the threshold would depend on which copy of the query a row is.  sentence-transformers'
+miner, which groups its pairs by query text, does the same.
+
 Outputs, next to ``out`` (a ``.jsonl`` file ``harness train --data`` reads):
 
 * ``out``: the rows with ``neg`` replaced by the mined negatives (other keys kept);
@@ -95,11 +102,22 @@ def _row_seed(seed: int, i: int, query: str) -> int:
     return int.from_bytes(digest[:8], "little")
 
 
-def _positives(rows: Sequence[TrainingRow], corpus: Corpus) -> dict[str, list[str]]:
+def query_positives(rows: Sequence[TrainingRow]) -> list[list[str]]:
+    """Per row, the positives of every row with the same query text (stripped), in order of first
+    appearance: what the row's negatives must avoid and what sets its positive score."""
+    by_query: dict[str, dict[str, None]] = {}
+    for row in rows:
+        known = by_query.setdefault(row.query.strip(), {})
+        for p in row.pos:
+            known.setdefault(p, None)
+    return [list(by_query[row.query.strip()]) for row in rows]
+
+
+def _positives(known: Sequence[Sequence[str]], corpus: Corpus) -> dict[str, list[str]]:
     by_text: dict[str, list[str]] = {}
     for doc_id, text in zip(corpus.ids, corpus.passages()):
         by_text.setdefault(text, []).append(doc_id)
-    return {f"row{i}": sorted({d for p in row.pos for d in by_text.get(p.strip(), [])}) for i, row in enumerate(rows)}
+    return {f"row{i}": sorted({d for p in pos for d in by_text.get(p.strip(), [])}) for i, pos in enumerate(known)}
 
 
 def _row_json(row: TrainingRow, negatives: list[str]) -> str:
@@ -122,12 +140,12 @@ def _bound(settings: MiningSettings, pos_scores: np.ndarray) -> float | None:
     return None
 
 
-def _mine_chunk(chunk, rows, corpus_text, pool, settings, source_names, flt: JudgeFilter | None = None,
+def _mine_chunk(chunk, rows, known, corpus_text, pool, settings, source_names, flt: JudgeFilter | None = None,
                 generation: Generation | None = None) -> tuple[list[str], list[str], list[dict], dict]:
     idx = [int(q[3:]) for q in chunk.query_ids]
     need_pos = settings.strategy in POSITIVE_RELATIVE or pool.scores_are_cosines
     pos_scores = pool.pair_scores(Queries([f"row{i}" for i in idx], [rows[i].query for i in idx]),
-                                  [rows[i].pos for i in idx]) if need_pos else [np.zeros(0)] * len(idx)
+                                  [known[i] for i in idx]) if need_pos else [np.zeros(0)] * len(idx)
     pools = [chunk.pool(j) for j in range(len(idx))]
     judged: list[RowJudgement | None] = [None] * len(idx)
     jstats = JudgeStats()
@@ -149,7 +167,8 @@ def _mine_chunk(chunk, rows, corpus_text, pool, settings, source_names, flt: Jud
         sels.append(sel)
     generated: list[GeneratedFill | None] = [None] * len(idx)
     if generation is not None:
-        generated = fill_pools(generation, pool, rows, idx, pools, picks, judged, corpus_text, settings, flt, jstats)
+        generated = fill_pools(generation, pool, rows, idx, pools, picks, judged, corpus_text, settings, flt, jstats,
+                               known_positives=known)
     out_rows, prov_rows, stats = [], [], []
     for j, i in enumerate(idx):
         docs, scores, src = pools[j]
@@ -228,7 +247,8 @@ def mine_rows(rows: Sequence[TrainingRow], pool_factory: Callable[[Corpus], Cand
     pool = pool_factory(corpus)
     settings.check(pool)
     queries = Queries([f"row{i}" for i in range(len(rows))], [r.query for r in rows])
-    positives = _positives(rows, corpus)
+    known = query_positives(rows)
+    positives = _positives(known, corpus)
     config = {"format": 1, "pool": pool.config(), "corpus": corpus.content_hash(), "queries": queries.content_hash(),
               "positives": pool.key(queries, positives), "selection": asdict(settings),
               **({"filter": judge_filter.config()} if judge_filter is not None else {}),
@@ -251,8 +271,8 @@ def mine_rows(rows: Sequence[TrainingRow], pool_factory: Callable[[Corpus], Cand
         if done.is_file():
             part = json.loads(done.read_text(encoding="utf-8"))
         else:
-            mined, prov, stats, judging = _mine_chunk(chunk, rows, corpus_text, pool, settings, names, judge_filter,
-                                                      generation)
+            mined, prov, stats, judging = _mine_chunk(chunk, rows, known, corpus_text, pool, settings, names,
+                                                      judge_filter, generation)
             part = {"rows": mined, "provenance": prov, "stats": stats, "judge": judging}
             atomic_write_json(done, part, indent=None)
         all_stats.extend(part["stats"])
