@@ -284,7 +284,9 @@ def test_mining_throughput_and_equal_selections_vs_sentence_transformers(tmp_pat
     0.5757 -> 0.5182), so it mined 24282306 (0.5365) and 5511240 (0.5196); and query 169
     differs by a near-tie only: documents 27123743 and 2015126 score 0.46268925 and 0.46268916 under
     our embeddings and exactly 0.4626891 each under sentence-transformers' (fp32), so they come out in
-    the other order (the two models' cosines differ by up to 4.6e-7 on this corpus)."""
+    the other order (the two models' cosines differ by up to 4.6e-7 on this corpus).  Replayed offline on
+    saved vectors, our miner on our encoder without the fused layers (``cpu_fusion=False``, 1.4e-7 from
+    sentence-transformers' vectors, 2,202 of 5,183 passages bit-identical) agrees on all 809."""
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
     rows, corpus = all_scifact_train()
     c = compare_with_sentence_transformers(tmp_path, rows, corpus)
