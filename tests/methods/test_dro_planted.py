@@ -1,45 +1,50 @@
 """Planted query clusters at tiny scale: two large easy clusters and a small hard one (METHODS.md 2.2, 2.3).
 
-Training set (one source, so the clusters are latent and found by the methods' K-means): 96 + 96 easy
-queries ``river river <colour> <filler>`` / ``mountain mountain <colour> <filler>`` whose positive repeats
-the colour, and 32 hard queries whose animal word is diluted among six ``ocean`` markers; every document
-is one word (positive: the query's word; negative: another of its cluster's words).  Mean pooling makes
-the easy clusters start ahead (a shared token already aligns) while the hard one must be learned.
-K-means on the initial model isolates the hard cluster exactly (asserted).
+**The world.**  One source (so the clusters are latent and found by the methods' K-means): 96 + 96 + 32
+queries ``<marker> <marker> <colour> <filler>`` with the markers ``river`` / ``mountain`` / ``ocean``.  Every
+document is ``<colour> <tag>`` and each cluster has its own pair of tags: the positive repeats the query's
+colour with the cluster's good tag (``north`` / ``left`` / ``up``), the one negative is, at random, the same
+colour with the bad tag (``south`` / ``right`` / ``down``) or another colour with the good tag.  A cluster is
+solved by matching the colour and preferring its own good tag; the three tag rules do not conflict.  The
+model is the tiny random BERT trained through **LoRA of rank 2** (frozen embeddings): the three rules compete
+for the same small capacity, so what the loss weights give each cluster decides how well it learns - the
+setting DRO is made for.  The 32-query cluster is the hard one by its share (1/7 of the batches' loss under
+the mean).  K-means on the initial model isolates it exactly (asserted).  Held out: 64 new queries of the
+hard cluster and 64 of the first easy one, each ranked against all its domain's held-out documents (MRR).
 
-**Why iDRO's code update stays at uniform weights** (not a bug: ``idro_step`` meets the oracles I1-I3,
-the per-cluster gradients equal one backward per cluster, and GroupDRO greedy with alpha = 1 reproduces
-``dro-erm`` bit for bit on this world - measured).  With h⁰ = ones and ``h = h_prev^ema exp(e) / Z``, the
-log-ratio of two weights obeys ``|d_t| <= ema |d_t-1| + |e_i - e_j|`` with ``e_i = rho/K Σ_j l_i^β l_j^β
-cos_ij``, so it stays below ``2 rho max(l)^(2 beta) / (1 - ema)``.  Logged per step here: cluster means
-about 0.34 (hard) and 0.13 (easy), gradient cosines 0.07-0.31, so the rows of RTG differ by about 0.07 and
-``rho = 0.05`` tilts the weights by ``0.05 * 0.07 / 0.9 = 0.4%``: (0.334, 0.333, 0.333) on average.  The
-released update is cluster-balanced averaging (METHODS.md 2.2, "Consequence"): the small hard cluster
-gets 1/K of the loss instead of its 1/7 share of the queries, but no more.  Settings under which its weight
-rises, within what the paper leaves free (its temperature tau is not reported; the code's rho is 1/tau on
-normalised gradients, times K): ``rho = 2`` in code mode; ``tau = 5`` in paper mode (raw gradient dots,
-no ema: the weights accumulate).
+**Measured** (hard / easy MRR, 60 steps at lr 2e-3, 5 seeds of world and run; the test uses seed 0):
 
-**What does not hold** (measured, an expected failure below): more weight on the small hard cluster does
-not improve its held-out retrieval over the ``dro-erm`` baseline - every reweighting row is *below* it.
-Measured hard MRR (8 candidate documents), this world at seed 42 (the test): dro-erm 0.899; iDRO code rho
-0.05 / rho 2 / paper tau 5: 0.756 / 0.756 / 0.748; GroupDRO sagawa / greedy: 0.756 / 0.719 (easy MRR
-0.55-0.58 for all).  Seeds 0, 1, 2 - dro-erm 0.81 / 0.86 / 0.88, iDRO code 0.77 and 0.84 (seeds 1, 2),
-sagawa 0.77 / 0.84, greedy 0.70 / 0.74.  Variants, dro-erm / iDRO code / greedy: 80 steps at lr 1e-3
-0.84 / 0.78 / 0.79; 240 + 240 + 48 queries 0.85 / 0.74 / 0.68 (80 steps: 0.95 / 0.90 / 0.80); 16 hard
-queries 0.43 / 0.39 / 0.40; a hard cluster that must learn an association (cat -> mouse, dog -> bone, ...: no
-shared token; 240 + 240 + 48 queries) 0.95 / 0.86 (rho 2) / 0.76, sagawa 0.90, and at 80 steps 0.93 / 0.88 /
-0.93 (a tie).  Only where the hard cluster's rule conflicts with the easy clusters' (the same animals; easy
-positives repeat the animal, hard ones are its associate and half the hard negatives repeat the animal)
-does reweighting help a little, and only while under-trained: at 40 steps, seeds 0 / 1, dro-erm 0.354 /
-0.354, iDRO code rho 2 0.352 / 0.372, sagawa 0.354 / 0.375, greedy 0.403 / 0.398 (easy MRR 0.59 -> 0.55);
-at 80 steps dro-erm learns the conflict and leads again: 0.93 / 0.88 vs iDRO 0.77 / 0.91, rho 2 0.75 / 0.85,
-paper tau 5 0.65 / 0.63, sagawa 0.77 / 0.91, greedy 0.58 / 0.68.
-The greedy rule, which trains almost only the hard cluster (weight 1/alpha = 5 vs 0.01), is the worst on
-it, which points to the cause: the hard queries need the skill the easy ones teach (match the content
-word, ignore the repeated marker), and upweighting 32 of 224 queries trades that shared signal for
-gradient noise from a few examples - unregularised reweighting does not buy worst-group generalisation,
-as Sagawa et al. (2020) found for GroupDRO without strong regularisation.
+| row | seed 0 | 1 | 2 | 3 | 4 | mean hard weight, seed 0 |
+|---|---|---|---|---|---|---|
+| dro-erm (the mean) | 0.246 / 0.684 | 0.258 / 0.588 | 0.285 / 0.611 | 0.277 / 0.767 | 0.240 / 0.614 | (1/7) |
+| iDRO code, released rho 0.05 | 0.334 / 0.636 | 0.318 / 0.612 | 0.418 / 0.613 | 0.365 / 0.742 | 0.312 / 0.609 | 0.334 |
+| iDRO code, rho 2 | 0.334 / 0.636 | 0.327 / 0.611 | 0.433 / 0.612 | 0.367 / 0.741 | 0.323 / 0.606 | 0.341 |
+| iDRO code, rho 5 | 0.334 / 0.636 | 0.310 / 0.611 | 0.441 / 0.603 | 0.428 / 0.758 | 0.347 / 0.605 | 0.352 |
+| iDRO paper, tau 1 | 0.334 / 0.634 | 0.329 / 0.612 | 0.436 / 0.613 | 0.367 / 0.742 | 0.320 / 0.611 | 0.368 |
+| GroupDRO sagawa, eta 1 | 0.403 / 0.611 | 0.435 / 0.581 | 0.485 / 0.596 | 0.483 / 0.717 | 0.362 / 0.604 | 0.813 |
+| GroupDRO greedy | 0.393 / 0.621 | 0.443 / 0.578 | 0.485 / 0.580 | 0.463 / 0.715 | 0.378 / 0.612 | 0.887 (share) |
+
+Every reweighting row retrieves the hard cluster better than ``dro-erm`` on every seed, at a small cost on
+the easy one: the robust trade-off.  Most of iDRO's gain is the cluster-balanced average itself (the hard
+cluster gets about 1/K of the loss instead of 1/7; the released rho 0.05 keeps the weights within 2% of
+uniform, see below); the rules that tilt the weights far (sagawa with a large step, greedy) gain most.
+At lr 5e-3 the same holds on 5 seeds for iDRO (both modes) and greedy; sagawa at eta 1 loses one seed.
+
+**What does not show it** (measured in an earlier version of this world: full fine-tuning, a hard cluster
+made hard by diluting its content word among six markers): more weight on the hard cluster raised its
+weight but *lowered* its held-out MRR under every rule (dro-erm 0.899 vs 0.72-0.76).  There the hard
+queries needed the skill the easy ones teach, capacity was ample, and upweighting 32 of 224 queries only
+traded that shared signal for noise - unregularised reweighting does not buy worst-group generalisation
+without a trade-off to arbitrate (Sagawa et al., 2020).  And where the clusters' rules *conflict* (the same
+tags preferred the other way round), iDRO lowers the hard cluster's weight: its update rewards clusters
+whose gradients align with the others' (METHODS.md 2.2), so it is not a worst-group rule.
+
+**Why iDRO's code update stays near uniform at the released rho** (not a bug: ``idro_step`` meets the
+oracles I1-I3 and the per-cluster gradients equal one backward per cluster).  With h⁰ = ones and
+``h = h_prev^ema exp(e) / Z``, the log-ratio of two weights obeys ``|d_t| <= ema |d_t-1| + |e_i - e_j|`` with
+``e_i = rho/K Σ_j l_i^β l_j^β cos_ij``, so it stays below ``2 rho max(l)^(2 beta) / (1 - ema)``: 0.1 at rho 0.05.
+The weights rise visibly with ``rho`` of a few units (the paper leaves its temperature free; the code's rho is
+1/tau on normalised gradients, times K) or in paper mode with tau of about 1.
 """
 from __future__ import annotations
 
@@ -59,23 +64,24 @@ from methods.idro import IDRO
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 COLOURS = "red blue green yellow black white brown pink gray orange purple silver gold".split()
-ANIMALS = "cat dog horse cow sheep goat pig duck".split()
 FILLERS = "the a of and".split()
+# cluster marker -> (good tag, bad tag); the last one is the small hard cluster
+TAGS = {"river": ("north", "south"), "mountain": ("left", "right"), "ocean": ("up", "down")}
 EASY, HARD = ("river", "mountain"), "ocean"
 K = 3
-# label -> (method, options): the reweighting rows, each at the setting under which its hard weight rises
-ROWS = {"idro-code": ("idro", {"rho": 2.0}), "idro-paper": ("idro", {"mode": "paper", "tau": 5.0}),
-        "groupdro-sagawa": ("groupdro", {}), "groupdro-greedy": ("groupdro", {"variant": "greedy"})}
+# label -> (method, options): the reweighting rows, each at a setting under which its hard weight rises
+ROWS = {"idro-code": ("idro", {"rho": 5.0}), "idro-paper": ("idro", {"mode": "paper", "tau": 1.0}),
+        "groupdro-sagawa": ("groupdro", {"eta": 1.0}), "groupdro-greedy": ("groupdro", {"variant": "greedy"})}
 
 
 def rows(marker: str, n: int, rng: random.Random) -> list[TrainingRow]:
-    words, repeat = (ANIMALS, 6) if marker == HARD else (COLOURS, 2)
+    good, bad = TAGS[marker]
     out = []
     for _ in range(n):
-        i, j = rng.sample(range(len(words)), 2)
-        query = " ".join([marker] * repeat + [words[i], rng.choice(FILLERS)])
-        pos, neg = ((w if marker == HARD else f"{w} {rng.choice(FILLERS)} {w}") for w in (words[i], words[j]))
-        out.append(TrainingRow(query, [pos], [neg]))
+        i, j = rng.sample(range(len(COLOURS)), 2)
+        query = " ".join([marker, marker, COLOURS[i], rng.choice(FILLERS)])
+        neg = f"{COLOURS[i]} {bad}" if rng.random() < 0.5 else f"{COLOURS[j]} {good}"
+        out.append(TrainingRow(query, [f"{COLOURS[i]} {good}"], [neg]))
     return out
 
 
@@ -89,10 +95,11 @@ def world(tmp_path_factory):
     order = list(range(len(train)))
     rng.shuffle(order)
     data = TrainingData([TrainingSource("planted", [train[i] for i in order], fingerprint="planted-v1")])
-    held = {"hard": rows(HARD, 64, random.Random(1)), "easy": rows(EASY[0], 64, random.Random(2))}
+    held = {"hard": rows(HARD, 64, random.Random(100)), "easy": rows(EASY[0], 64, random.Random(200))}
     model = str(make_tiny_bert(tmp_path_factory.mktemp("bert"), dropout=0.0))
-    spec = IDRO.spec("tiny", model=model, pooling="mean", batch_size=64, steps=40, warmup_steps=2, lr=2e-3,
-                     query_max_length=16, doc_max_length=16, progress=False,
+    spec = IDRO.spec("tiny", model=model, pooling="mean", batch_size=64, steps=60, warmup_steps=2, lr=2e-3,
+                     query_max_length=16, doc_max_length=16, progress=False, seed=0,
+                     lora={"r": 2, "alpha": 4, "dropout": 0.0},
                      method_options={"k": K, "niter": 20, "nredo": 5, "blocks": 1})
     return data, truth[order], held, spec
 
@@ -166,8 +173,7 @@ def hard_weights(method, truth):
     return hard, weights, weights.mean(axis=0)
 
 
-@pytest.mark.parametrize("label", [pytest.param(label, marks=[] if label in ("idro-code", "groupdro-sagawa")
-                                                else [pytest.mark.slow]) for label in ROWS])
+@pytest.mark.parametrize("label", list(ROWS))
 def test_the_small_hard_cluster_gains_weight(world, runs, label):
     _, truth, _, _ = world
     method, numbers = runs(label)
@@ -199,13 +205,14 @@ def test_idro_code_update_stays_near_uniform_at_the_released_rho(world, runs):
     assert np.abs(weights * K - 1).max() < 0.02
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="measured: every reweighting row retrieves the small hard cluster worse than "
-                                       "dro-erm on this world (module docstring)")
 @pytest.mark.parametrize("label", list(ROWS))
 def test_the_small_hard_cluster_retrieves_better_than_dro_erm(runs, label):
+    """The acceptance's planted claim: reweighting buys the small hard cluster better held-out retrieval
+    than the plain mean, here where the clusters compete for a small capacity (module docstring)."""
     _, base = runs("dro-erm")
     _, numbers = runs(label)
     print(f"\n{label}: held-out hard MRR {numbers['hard']['mrr']:.3f} vs dro-erm {base['hard']['mrr']:.3f}; "
           f"easy {numbers['easy']['mrr']:.3f} vs {base['easy']['mrr']:.3f}")
-    assert numbers["hard"]["mrr"] > base["hard"]["mrr"]
+    assert numbers["hard"]["mrr"] > base["hard"]["mrr"] + 0.05
+    assert numbers["hard"]["loss"] < base["hard"]["loss"]
+    assert numbers["easy"]["mrr"] > base["easy"]["mrr"] - 0.1        # a small price on the easy cluster
