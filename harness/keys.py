@@ -25,4 +25,20 @@ def content_key(obj: Any) -> str:
 def train_run_config(method: str, spec: TrainSpec, data_fingerprint: str | None) -> dict[str, Any]:
     """What identifies a training run: its content key is ``content_key`` of this.  Suite cells and
     method dependencies (``Method.run_key``) use the same config, so they share runs."""
-    return {"method": method, "spec": spec.result_dict(), "data": data_fingerprint}
+    config: dict[str, Any] = {"method": method, "spec": spec.result_dict(), "data": data_fingerprint}
+    revision = _method_revision(method)
+    if revision > 1:            # only revised methods carry it, so every other key stays as it was
+        config["revision"] = revision
+    return config
+
+
+def _method_revision(method: str) -> int:
+    """The registered method's ``revision`` (1 when the name is not a registered method)."""
+    from harness.errors import ConfigError
+    from harness.method import METHODS
+
+    try:
+        cls = METHODS.get(method)
+    except ConfigError:
+        return 1
+    return int(getattr(cls, "revision", 1))

@@ -129,6 +129,9 @@ class Method:
     # reuses the uniform recipe) must not be changed through one of them.
     presets: ClassVar[Mapping[str, Mapping[str, Any]]] = {}     # scale -> TrainSpec overrides
     default_options: ClassVar[Mapping[str, Any]] = {}           # method_options and their defaults
+    # Raised when a fix changes what the method trains from the same configuration: part of the run
+    # keys from 2 on, so runs cached before the fix are not reused (harness.keys.train_run_config).
+    revision: ClassVar[int] = 1
     # Where training runs are cached by content key.  The suite runner points it at its
     # ``cells/train`` folder, so a run a method depends on (e.g. tDRO's reference model)
     # that is also a suite cell (the uniform baseline) is trained once and shared.

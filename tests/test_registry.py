@@ -100,3 +100,20 @@ def test_builtin_registries_and_a_plugged_metric():
     assert result.aggregate["recall@2"] == pytest.approx((0.5 + 1.0) / 2)   # built-ins unchanged
     with pytest.raises(ConfigError, match="metric 'hits' needs a cutoff"):
         evaluate(qrels, run, ["hits"])
+
+
+def test_a_revised_method_keys_its_runs_apart_and_others_keep_their_keys(monkeypatch):
+    """``Method.revision`` from 2 on enters the run key (runs cached before a fix are not reused);
+    at 1 the key is what it always was, so no cached run of an unrevised method is invalidated."""
+    from harness.keys import content_key, train_run_config
+    from harness.method import get_method
+
+    uniform = type(get_method("uniform"))
+    spec = uniform.spec("tiny")
+    before = train_run_config("uniform", spec, "data-1")
+    assert before == {"method": "uniform", "spec": spec.result_dict(), "data": "data-1"}
+    monkeypatch.setattr(uniform, "revision", 2)
+    after = train_run_config("uniform", spec, "data-1")
+    assert after["revision"] == 2 and content_key(after) != content_key(before)
+    assert type(get_method("mined")).revision == 2          # same-query rows merged (methods/mining/rows.py)
+    assert "revision" not in train_run_config("no-such-method", spec, None)

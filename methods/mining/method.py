@@ -120,6 +120,8 @@ def truth_statistics(provenance: Sequence[Mapping[str, Any]], rows, truth: Mappi
 class Mined(Method):
     """Paper 004's hard-negative mining, then the uniform recipe (see the module docstring)."""
 
+    # 2: rows that share their query text are one query (their positives are avoided and threshold together)
+    revision = 2
     description = "hard negatives mined (paper 004: ensemble candidates, selection, LLM FN filter, generation), " \
                   "uniform recipe; optional monolingual topic-diverse batches and loss weights"
     presets = Uniform.presets
@@ -188,7 +190,7 @@ class Mined(Method):
         sources = []
         self._mining = {"settings": mining, "sources": {}}
         for src in data.sources:
-            key = content_key({"format": 1, "source": src.fingerprint, "name": src.name, "mining": mining})
+            key = content_key({"format": self.revision, "source": src.fingerprint, "name": src.name, "mining": mining})
             folder = root / key
             out = folder / f"{src.name}.jsonl"
             with claim(folder, f"mining {src.name} for {self.name}"):
