@@ -65,7 +65,7 @@ import numpy as np
 
 from harness.errors import ConfigError
 from harness.io.claims import claim
-from harness.keys import content_key, train_run_config
+from harness.keys import content_key
 from harness.registry import Registry
 from harness.train.result import DONE_FILE, Checkpoint
 
@@ -130,7 +130,7 @@ class Method:
     presets: ClassVar[Mapping[str, Mapping[str, Any]]] = {}     # scale -> TrainSpec overrides
     default_options: ClassVar[Mapping[str, Any]] = {}           # method_options and their defaults
     # Raised when a fix changes what the method trains from the same configuration: part of the run
-    # keys from 2 on, so runs cached before the fix are not reused (harness.keys.train_run_config).
+    # keys from 2 on, so runs cached before the fix are not reused (train_run_config).
     revision: ClassVar[int] = 1
     # Where training runs are cached by content key.  The suite runner points it at its
     # ``cells/train`` folder, so a run a method depends on (e.g. tDRO's reference model)
@@ -305,6 +305,25 @@ METHODS: Registry[type[Method]] = Registry(
 def register_method(name: str) -> Callable[[type[Method]], type[Method]]:
     """Class decorator: ``@register_method("uniform")``."""
     return METHODS.decorator(name)
+
+
+def train_run_config(method: str, spec: TrainSpec, data_fingerprint: str | None) -> dict[str, Any]:
+    """What identifies a training run: its content key is ``content_key`` of this.  Suite cells and
+    method dependencies (``Method.run_key``) use the same config, so they share runs."""
+    config: dict[str, Any] = {"method": method, "spec": spec.result_dict(), "data": data_fingerprint}
+    revision = _method_revision(method)
+    if revision > 1:            # only revised methods carry it, so every other key stays as it was
+        config["revision"] = revision
+    return config
+
+
+def _method_revision(method: str) -> int:
+    """The registered method's ``revision`` (1 when the name is not a registered method)."""
+    try:
+        cls = METHODS.get(method)
+    except ConfigError:
+        return 1
+    return int(getattr(cls, "revision", 1))
 
 
 def get_method(name: str) -> Method:

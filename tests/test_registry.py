@@ -105,8 +105,8 @@ def test_builtin_registries_and_a_plugged_metric():
 def test_a_revised_method_keys_its_runs_apart_and_others_keep_their_keys(monkeypatch):
     """``Method.revision`` from 2 on enters the run key (runs cached before a fix are not reused);
     at 1 the key is what it always was, so no cached run of an unrevised method is invalidated."""
-    from harness.keys import content_key, train_run_config
-    from harness.method import get_method
+    from harness.keys import content_key
+    from harness.method import get_method, train_run_config
 
     uniform = type(get_method("uniform"))
     spec = uniform.spec("tiny")

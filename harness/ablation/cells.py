@@ -15,8 +15,8 @@ from harness.ablation.axes import Replicate, apply_axes, keep_checkpoints, suite
 from harness.ablation.resolve import require_resolved, resolve_data_entry, resolve_model, resolve_option_value
 from harness.ablation.spec import NO_TRAINING, AblationSuite, BenchmarkRef, Variant
 from harness.errors import ConfigError
-from harness.keys import content_key, train_run_config
-from harness.method import get_method
+from harness.keys import content_key
+from harness.method import get_method, train_run_config
 from harness.train.spec import TrainSpec, model_identity
 
 

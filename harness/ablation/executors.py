@@ -33,7 +33,8 @@ from typing import Any
 from harness.ablation.cells import TrainCell
 from harness.ablation.runner import SuiteRun
 from harness.errors import ConfigError
-from harness.keys import content_key, train_run_config
+from harness.keys import content_key
+from harness.method import train_run_config
 
 log = logging.getLogger("harness.ablation")
 

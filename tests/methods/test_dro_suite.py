@@ -8,8 +8,8 @@ from harness.ablation import load_suite
 from harness.ablation.cells import expand_train_cells
 from harness.cli import main
 from harness.errors import ConfigError
-from harness.keys import content_key, train_run_config
-from harness.method import get_method
+from harness.keys import content_key
+from harness.method import get_method, train_run_config
 
 ROWS = ["baseline", "coco", "idro", "coco-idro", "coco-groupdro", "coco-greedy", "coco-idro-paper"]
 COCO_ROWS = [r for r in ROWS if r.startswith("coco")]
