@@ -14,7 +14,7 @@ report's ``rows_without_query``; the messages go to the log).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -74,14 +74,12 @@ def _round(x: float) -> float | None:
 
 def fill_pools(gen: Generation, pool: CandidatePool, rows, idx: Sequence[int], pools, picks: Sequence[list[int]],
                judged: Sequence[RowJudgement | None], corpus_text: dict[str, str], settings,
-               flt: JudgeFilter | None, jstats: JudgeStats, *,
-               known_positives: Sequence[Sequence[str]] | None = None) -> list[GeneratedFill | None]:
+               flt: JudgeFilter | None, jstats: JudgeStats, *, known_positives: Sequence[Sequence[str]],
+               positive_ids: Mapping[str, Sequence[str]]) -> list[GeneratedFill | None]:
     """Fill the rows of one chunk whose pools hold fewer than ``settings.k`` (see the module docstring).
-    ``known_positives`` (by row index) are the passages no addition may be, by default the row's own
-    positives (``rows.query_positives`` adds those of rows with the same query text)."""
-    def known(i: int) -> Sequence[str]:
-        return rows[i].pos if known_positives is None else known_positives[i]
-
+    ``known_positives`` (by row index) are the passages no addition may be: the positives of every row
+    with the row's query text (``rows.query_positives``); ``positive_ids`` their corpus ids by row
+    (``row<i>``), as the miner already found them."""
     out: list[GeneratedFill | None] = [None] * len(idx)
     todo = [j for j in range(len(idx)) if len(picks[j]) < settings.k]
     if not todo:
@@ -102,11 +100,7 @@ def fill_pools(gen: Generation, pool: CandidatePool, rows, idx: Sequence[int], p
     live = [(j, q) for j, q in zip(todo, queries) if q]
     if not live:
         return out
-    by_text: dict[str, list[str]] = {}
-    for doc_id, text in corpus_text.items():
-        by_text.setdefault(text, []).append(doc_id)
-    positives = {f"row{idx[j]}": sorted({d for p in known(idx[j]) for d in by_text.get(p.strip(), [])})
-                 for j, _ in live}
+    positives = {f"row{idx[j]}": list(positive_ids[f"row{idx[j]}"]) for j, _ in live}
     gq = Queries([f"row{idx[j]}" for j, _ in live], [q for _, q in live])
     retrieved = {}
     for chunk in pool.chunks(gq, positives):
@@ -119,7 +113,7 @@ def fill_pools(gen: Generation, pool: CandidatePool, rows, idx: Sequence[int], p
         taken = {str(own_docs[r]) for r in picks[j]}
         rj0 = judged[j]
         dropped = {str(own_docs[r]) for r in (rj0.dropped if rj0 is not None else ())}
-        seen_text = {corpus_text[d] for d in taken} | {p.strip() for p in known(idx[j])}
+        seen_text = {corpus_text[d] for d in taken} | {p.strip() for p in known_positives[idx[j]]}
         ok = []
         for r, d in enumerate(docs):
             d, text = str(d), corpus_text[str(d)]

@@ -140,7 +140,8 @@ def _bound(settings: MiningSettings, pos_scores: np.ndarray) -> float | None:
     return None
 
 
-def _mine_chunk(chunk, rows, known, corpus_text, pool, settings, source_names, flt: JudgeFilter | None = None,
+def _mine_chunk(chunk, rows, known, positives, corpus_text, pool, settings, source_names,
+                flt: JudgeFilter | None = None,
                 generation: Generation | None = None) -> tuple[list[str], list[str], list[dict], dict]:
     idx = [int(q[3:]) for q in chunk.query_ids]
     need_pos = settings.strategy in POSITIVE_RELATIVE or pool.scores_are_cosines
@@ -168,7 +169,7 @@ def _mine_chunk(chunk, rows, known, corpus_text, pool, settings, source_names, f
     generated: list[GeneratedFill | None] = [None] * len(idx)
     if generation is not None:
         generated = fill_pools(generation, pool, rows, idx, pools, picks, judged, corpus_text, settings, flt, jstats,
-                               known_positives=known)
+                               known_positives=known, positive_ids=positives)
     out_rows, prov_rows, stats = [], [], []
     for j, i in enumerate(idx):
         docs, scores, src = pools[j]
@@ -271,8 +272,8 @@ def mine_rows(rows: Sequence[TrainingRow], pool_factory: Callable[[Corpus], Cand
         if done.is_file():
             part = json.loads(done.read_text(encoding="utf-8"))
         else:
-            mined, prov, stats, judging = _mine_chunk(chunk, rows, known, corpus_text, pool, settings, names,
-                                                      judge_filter, generation)
+            mined, prov, stats, judging = _mine_chunk(chunk, rows, known, positives, corpus_text, pool, settings,
+                                                      names, judge_filter, generation)
             part = {"rows": mined, "provenance": prov, "stats": stats, "judge": judging}
             atomic_write_json(done, part, indent=None)
         all_stats.extend(part["stats"])
