@@ -67,6 +67,7 @@ from harness.errors import ConfigError
 from harness.io.claims import claim
 from harness.keys import content_key
 from harness.registry import Registry
+from harness.train.outdir import DEPS_DIR, check_training_folder
 from harness.train.result import DONE_FILE, Checkpoint
 
 log = logging.getLogger(__name__)
@@ -136,6 +137,9 @@ class Method:
     # ``cells/train`` folder, so a run a method depends on (e.g. tDRO's reference model)
     # that is also a suite cell (the uniform baseline) is trained once and shared.
     cells_root: Path | None = None
+    # The dependency runs this instance obtained (trained or reused) through ``train_dependency``, theirs
+    # included: the trainer accepts them, and nothing else, beside its own run (``<workdir>/deps``).
+    dependency_runs: tuple[Path, ...] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -243,6 +247,12 @@ class Method:
         dry runs list them and count their compute once per distinct run."""
         return []
 
+    def stages(self, spec: TrainSpec) -> list[str]:
+        """What ``train`` does before this method's own run under ``spec``, in order: the planned
+        dependency runs' labels by default; a method that prepares its training data first adds that
+        (``mined``: its hard-negative mining)."""
+        return [run.label for run in self.planned_dependencies(spec)]
+
     def plan_notes(self, spec: TrainSpec) -> list[str]:
         """Lines a dry run prints under the run: work besides training and its estimated cost (none by default)."""
         return []
@@ -261,16 +271,24 @@ class Method:
         """Train (or reuse) another method's run that this one builds on.
 
         The run lives in ``cells_root/<key>`` when a runner set ``cells_root`` (shared with
-        identical suite cells), else in ``<workdir>/deps/<key>``; it resumes like any run.
+        identical suite cells), else in ``<workdir>/deps/<key>``; it resumes like any run.  A
+        ``workdir`` that is not the harness's (:func:`~harness.train.outdir.check_training_folder`)
+        is refused before anything is written into it.
         """
-        root = self.cells_root if self.cells_root is not None else Path(workdir) / "deps"
+        if self.cells_root is not None:
+            root = self.cells_root
+        else:
+            check_training_folder(workdir)
+            root = Path(workdir) / DEPS_DIR
         dependency = get_method(method)
         dependency.cells_root = root
         run_dir = root / self.run_key(method, spec, data)
         # Claimed around the dependency's own preparation too (its dependencies, its data): a process
         # that waited here finds the run done and reuses it (harness.io.claims).
         with claim(run_dir, f"dependency {method} of {self.name}"):
-            return dependency.train(spec, data, run_dir)
+            ckpt = dependency.train(spec, data, run_dir)
+        self.dependency_runs = (*self.dependency_runs, *dependency.dependency_runs, run_dir)
+        return ckpt
 
     # ------------------------------------------------------------------ train / encode
     def train(self, spec: TrainSpec, data: TrainingData, workdir: str | Path) -> Checkpoint:

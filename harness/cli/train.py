@@ -89,6 +89,17 @@ def build_data(args):
     return load_training_data(entries)
 
 
+def check_out(out: str, method, spec, data) -> None:
+    """Refuse ``--out`` before any work unless training may write there: a new or empty folder, a run of
+    the harness, or a folder holding only ``deps/`` with the dependency runs of this very command (what an
+    interrupted ``harness train`` of a method with dependencies leaves: rerunning it resumes there, and
+    finished dependency runs are reused).  Another configuration's dependency runs are refused too."""
+    from harness.train.outdir import check_training_folder
+
+    runs = {method.run_key(dep.method, dep.spec, data) for dep in method.planned_dependencies(spec)}
+    check_training_folder(out, runs)
+
+
 def run(args) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from harness.method import get_method
@@ -103,6 +114,7 @@ def run(args) -> int:
         plan = training_plan(spec, data, method, world_size=world, peak_tflops=args.gpu_tflops, mfu=args.mfu)
         print(json.dumps(plan, indent=2, ensure_ascii=False))
         return 0
+    check_out(args.out, method, spec, data)
     ckpt = method.train(spec, data, args.out)
     print(f"trained {method.name} for {ckpt.step} steps: model in {ckpt.path}")
     return 0

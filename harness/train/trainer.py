@@ -14,7 +14,8 @@ runs (``Method.run_episode``), preceded by a checkpoint so a kill during it redo
 ``train_log.jsonl``, ``checkpoints/step-*/`` (resumable), ``episodes/step-*/`` (what
 episodes wrote), ``final/`` (the trained model
 folder for :class:`~harness.encoders.hf.HFEncoder`), ``method/`` (method outputs),
-``done.json`` (written last: the run is finished).
+``done.json`` (written last: the run is finished); outside a suite, ``deps/`` holds the runs the method
+depends on (``Method.train_dependency``), trained before this one (:mod:`harness.train.outdir`).
 """
 from __future__ import annotations
 
@@ -43,13 +44,13 @@ from harness.train.checkpoint import (
 from harness.train.context import TrainContext
 from harness.train.logs import LOG_FILE, TrainLogger, read_log
 from harness.train.model import build_model, encoder_settings, load_weights, save_model
+from harness.train.outdir import DEPS_DIR, RUN_FILE, check_training_folder
 from harness.train.samplers import WeightedSampler
 from harness.train.schedule import make_scheduler
 from harness.train.spec import TrainSpec
 from harness.train.step import run_micro_batch
 
 log = logging.getLogger(__name__)
-RUN_FILE = "run.json"
 FINAL_DIR = "final"
 METHOD_DIR = "method"
 EPISODE_DIR = "episodes"
@@ -106,15 +107,14 @@ class Trainer:
             atomic_write_json(path, record)
 
     def _refuse_foreign_workdir(self) -> None:
-        """Train only into a new or empty folder, or one holding a run of ours (``run.json``):
-        checkpoints are pruned and replaced there, so a user's unrelated folder must not be used."""
-        from harness.io import OutputExistsError
-
-        if self.workdir.is_symlink() or (self.workdir.exists() and not self.workdir.is_dir()):
-            raise OutputExistsError(f"{self.workdir} exists and is not a directory; choose another output folder")
-        if self.workdir.is_dir() and any(self.workdir.iterdir()) and not (self.workdir / RUN_FILE).is_file():
-            raise OutputExistsError(f"{self.workdir} is not empty and holds no training run of the harness "
-                                    f"({RUN_FILE} is missing); refusing to write into it: choose a new folder")
+        """Train only into a new or empty folder, one holding a run of ours (``run.json``), or one holding
+        only ``deps/`` with the dependency runs this method obtained for this run (``harness train`` of
+        tDRO, a COCO variant, ...): checkpoints are pruned and replaced there, so a user's unrelated
+        folder must not be used."""
+        deps = (self.workdir / DEPS_DIR).resolve()
+        own = {Path(run).name for run in getattr(self.method, "dependency_runs", ())
+               if Path(run).parent.resolve() == deps}
+        check_training_folder(self.workdir, own)
 
     def _make_accelerator(self):
         return self.accelerator if self.accelerator is not None else make_accelerator(self.spec.precision)

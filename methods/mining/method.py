@@ -163,6 +163,10 @@ class Mined(Method):
                 raise ConfigError(f"mined: {key} must be a positive integer, got {opts[key]!r}")
         return opts
 
+    def stages(self, spec: TrainSpec) -> list[str]:
+        """Mining before training (``mine: true``): the mined rows are a dependency keyed by content."""
+        return ["hard-negative mining"] if self.resolve_options(dict(spec.method_options))["mine"] else []
+
     def plan_notes(self, spec: TrainSpec) -> list[str]:
         """The mining estimate of a dry run, for ``plan_queries`` queries over ``plan_docs`` documents
         (the sizes of data a dry run may not have; :mod:`methods.mining.plan`)."""
