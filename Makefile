@@ -4,7 +4,7 @@ VENV ?= .venv
 # What `make lint` checks (settings in pyproject.toml); `make test` runs it before pytest.
 LINT_PATHS = harness methods suites reports tests scripts
 
-.PHONY: quickstart test test-slow lint setup setup-dev
+.PHONY: quickstart test test-slow test-latest lock lint setup setup-dev
 
 setup:
 	bash scripts/setup.sh
@@ -20,7 +20,16 @@ lint: setup-dev
 	$(VENV)/bin/mypy
 
 test: lint
-	$(VENV)/bin/python -m pytest -q
+	HARNESS_REQUIRE_EXTRAS=1 $(VENV)/bin/python -m pytest -q
 
 test-slow: setup-dev
 	$(VENV)/bin/python -m pytest -q -m slow
+
+# Refresh requirements.lock to the newest versions pyproject.toml allows (see scripts/lock.sh); then `make test`.
+lock:
+	bash scripts/lock.sh
+
+# Drift seen on purpose: the default test run in its own .venv-latest, resolved without the lock.
+test-latest:
+	VENV=.venv-latest HARNESS_LOCK=none bash scripts/setup.sh --dev
+	HARNESS_REQUIRE_EXTRAS=1 .venv-latest/bin/python -m pytest -q
