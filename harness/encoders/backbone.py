@@ -25,6 +25,22 @@ log = logging.getLogger(__name__)
 
 # Files that make up a model's identity (weights, configs, tokenizer vocabularies).
 FINGERPRINT_SUFFIXES = (".json", ".safetensors", ".bin", ".txt", ".model", ".pt", ".pth")
+
+# The one documented list of what a model's identity leaves out: fields of its JSON files that record
+# which library version saved the folder, or where it was loaded from, and change no number.  With them
+# in, upgrading transformers (which writes its version into config.json) moved every cache and cell key
+# although the weights and every score were unchanged.  Keys of a file not listed here, and every other
+# file, count byte for byte.  ``torch_dtype`` is renamed ``dtype`` (transformers 5 writes the new name).
+INCIDENTAL_JSON_FIELDS: dict[str, frozenset[str]] = {
+    "config.json": frozenset({"transformers_version", "_name_or_path", "_commit_hash",
+                              "_attn_implementation_autoset"}),
+    "generation_config.json": frozenset({"transformers_version", "_from_model_config"}),
+    "tokenizer_config.json": frozenset({"name_or_path", "_commit_hash"}),
+    "preprocessor_config.json": frozenset({"transformers_version"}),
+    # sentence-transformers records {"sentence_transformers", "transformers", "pytorch"} versions here.
+    "config_sentence_transformers.json": frozenset({"__version__"}),
+}
+_RENAMED_JSON_FIELDS = {"torch_dtype": "dtype"}
 FINGERPRINT_DIR = "fingerprints"
 SIDECAR_MIN_BYTES = 1 << 20
 RACY_SECONDS = 2
@@ -36,7 +52,9 @@ def model_fingerprint(path_or_id: str) -> str:
 
     Every byte counts: two models of the same size that differ only inside a weight
     file (a LoRA merged into inner layers, a frozen-embedding fine-tune) get different
-    fingerprints.  Large files are hashed once and their digest is remembered in a
+    fingerprints.  The one exception is :data:`INCIDENTAL_JSON_FIELDS`: the library version
+    that saved a config (and similar bookkeeping) is not part of what the model computes, so a
+    library upgrade keeps every key.  Large files are hashed once and their digest is remembered in a
     sidecar (see :func:`file_digest`), so re-fingerprinting an unchanged model is cheap.
     """
     path = Path(path_or_id)
@@ -47,8 +65,27 @@ def model_fingerprint(path_or_id: str) -> str:
     digest = hashlib.blake2b(digest_size=16)
     for f in sorted(path.rglob("*")):
         if f.is_file() and f.suffix in FINGERPRINT_SUFFIXES:
-            digest.update(f"{f.relative_to(path).as_posix()}:{f.stat().st_size}:{file_digest(f)}\n".encode())
+            canonical = _canonical_json(f) if f.name in INCIDENTAL_JSON_FIELDS else None
+            if canonical is None:
+                entry = f"{f.relative_to(path).as_posix()}:{f.stat().st_size}:{file_digest(f)}"
+            else:
+                entry = f"{f.relative_to(path).as_posix()}:canonical:{hashlib.blake2b(canonical).hexdigest()}"
+            digest.update(f"{entry}\n".encode())
     return f"local:{digest.hexdigest()[:24]}"
+
+
+def _canonical_json(file: Path) -> bytes | None:
+    """``file``'s JSON object without its incidental fields (:data:`INCIDENTAL_JSON_FIELDS`), as sorted
+    compact JSON; None when it is not a JSON object (then its bytes count as they are)."""
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    dropped = INCIDENTAL_JSON_FIELDS[file.name]
+    kept = {_RENAMED_JSON_FIELDS.get(k, k): v for k, v in data.items() if k not in dropped}
+    return json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _hub_fingerprint(repo_id: str) -> str:

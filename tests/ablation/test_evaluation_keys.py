@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from optional_extras import require_extra
 
 from harness.ablation.runner import SuiteRun
 from harness.ablation.validate import load_validated
@@ -34,6 +35,7 @@ def _line(path: Path, text: str) -> int:
 
 
 def test_bad_values_are_refused_with_file_and_line(tmp_path):
+    require_extra("seismic")        # 'seismic:bogus=1' is refused for its option only when seismic is installed
     raw = _mini(encoding={"dtype": "fp8", "shard_size": 100}, quantization="bmp")
     raw["variants"][1]["sparse_backend"] = "seismic:bogus=1"
     raw["variants"][0]["encoding"] = {"batch_size": 0}
@@ -90,13 +92,17 @@ def test_defaults_keep_keys_and_settings_change_only_what_they_should(tmp_path):
 
 
 def test_quickstart_keys_are_unchanged_by_the_new_keys(capsys):
-    """The shipped quickstart sets none of the keys: its plan lists the keys it always had."""
+    """The shipped quickstart sets none of the keys: its plan lists the keys it always had.
+
+    The trained variants' keys moved once, when the model fingerprint stopped counting the transformers
+    version written into config.json (INCIDENTAL_JSON_FIELDS); they are the same under transformers
+    5.23.0 and 5.24.0 (measured), and must stay so under the lock and the newest release."""
     from harness.cli import main
 
     assert main(["run", "quickstart", "--dry-run", "--format", "json", "--results-root", "unused"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert {c["variant"]: c["key"] for c in plan["cells"]} == {
-        "uniform": "e632de2ca18b5fdc", "hn-only": "49afc8b7cf20b30a", "bm25": "5d2846e538bf91f6"}
+        "uniform": "8a48b5cd3f1b7b76", "hn-only": "e28663ee6eed9fa8", "bm25": "5d2846e538bf91f6"}
 
 
 @pytest.mark.slow

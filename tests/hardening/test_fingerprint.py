@@ -169,8 +169,11 @@ def test_touch_and_byte_changes_invalidate_the_sidecar(tiny_model, tmp_path, has
     assert changed != original
 
 
-def test_a_file_written_just_now_is_hashed_but_not_remembered(tiny_model, tmp_path, hashed, isolated_cache):
+def test_a_file_written_just_now_is_hashed_but_not_remembered(tiny_model, tmp_path, hashed, isolated_cache,
+                                                              monkeypatch):
     # A second write in the same timestamp tick would keep size and mtime; its digest is not trusted yet.
+    # "Just now" is a wide window here: on a loaded machine the copy and two hashes outlast the real 2 s.
+    monkeypatch.setattr(backbone, "RACY_SECONDS", 3600)
     model = Path(shutil.copytree(tiny_model, tmp_path / "fresh"))
     model_fingerprint(str(model))
     model_fingerprint(str(model))
@@ -216,3 +219,54 @@ def test_cached_hub_model_passes_the_offline_check(tiny_model, tmp_path, monkeyp
         check_model("acme/config-only")
     with pytest.raises(ConfigError, match="not in the local Hugging Face cache"):
         check_model("acme/absent")
+
+
+def _edit_json(file: Path, **changes) -> None:
+    data = json.loads(file.read_text(encoding="utf-8"))
+    for key, value in changes.items():
+        if value is None:
+            data.pop(key, None)
+        else:
+            data[key] = value
+    file.write_text(json.dumps(data, indent=4), encoding="utf-8")     # another layout, as another version writes
+
+
+def test_a_library_upgrade_keeps_the_fingerprint_a_real_config_change_moves_it(tiny_model, tmp_path):
+    """transformers writes its version into config.json: 5.23.0 and 5.24.0 saved byte-different folders of the
+    same weights, and every cell key moved.  Incidental fields are out of the identity; number-changing ones in."""
+    from harness.encoders.backbone import INCIDENTAL_JSON_FIELDS
+
+    before = model_fingerprint(str(tiny_model))
+    upgraded = tmp_path / "upgraded"
+    shutil.copytree(tiny_model, upgraded)
+    config = json.loads((upgraded / "config.json").read_text())
+    assert "transformers_version" in config          # what save_pretrained writes today
+    dtype = config.pop("dtype", None) or config.pop("torch_dtype", "float32")
+    (upgraded / "config.json").write_text(json.dumps(config))
+    _edit_json(upgraded / "config.json", transformers_version="9.99.0", _name_or_path="/somewhere/else",
+               _commit_hash="f" * 40, torch_dtype=dtype)                        # the pre-5 name of the field
+    _edit_json(upgraded / "tokenizer_config.json", name_or_path="/elsewhere")
+    assert (upgraded / "config.json").read_bytes() != (tiny_model / "config.json").read_bytes()
+    assert model_fingerprint(str(upgraded)) == before
+    assert set(INCIDENTAL_JSON_FIELDS["config.json"]) >= {"transformers_version", "_name_or_path"}
+
+    for field, value in [("layer_norm_eps", 1e-5), ("hidden_act", "relu"), ("dtype", "bfloat16")]:
+        changed = tmp_path / f"changed-{field}"
+        shutil.copytree(upgraded, changed)
+        _edit_json(changed / "config.json", **{field: value, "torch_dtype": None} if field == "dtype"
+                   else {field: value})
+        assert model_fingerprint(str(changed)) != before, field
+    lowered = tmp_path / "lowered"
+    shutil.copytree(upgraded, lowered)
+    _edit_json(lowered / "tokenizer_config.json", do_lower_case=False)
+    assert model_fingerprint(str(lowered)) != before
+
+
+def test_a_config_that_is_not_a_json_object_counts_byte_for_byte(tiny_model, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_model, broken)
+    (broken / "config.json").write_text("[1, 2]")
+    other = tmp_path / "other"
+    shutil.copytree(tiny_model, other)
+    (other / "config.json").write_text("[1,2]")
+    assert model_fingerprint(str(broken)) != model_fingerprint(str(other))
