@@ -49,7 +49,8 @@ METRIC_TOLERANCES: dict[str, float] = {}
 OK, OKISH, IMPROVED, FAIL, ERROR = "OK", "OKish", "IMPROVED", "FAIL", "ERROR"
 _SEVERITY = {OK: 0, OKISH: 1, IMPROVED: 2, FAIL: 3, ERROR: 4}
 FILE_VERSION = 1
-_ENTRY_KEYS = {"id", "command", "result", "metrics", "tolerance", "card_fingerprint", "recorded", "note"}
+_ENTRY_KEYS = {"id", "command", "result", "metrics", "tolerance", "card_fingerprint", "recorded", "environment",
+               "note"}
 _RECORDED_KEYS = ("by", "at", "commit")
 OUT, SHARED = "{out}", "{shared}"
 
@@ -77,6 +78,9 @@ class Expectation:
     tolerance: dict[str, float] = field(default_factory=dict)
     card_fingerprint: str | None = None
     recorded: dict[str, str] = field(default_factory=dict)
+    # Library versions the recorded result was produced under (its manifest's ``versions``): when a number
+    # moves, `harness check` prints how today's environment differs from this one.
+    environment: dict[str, str] = field(default_factory=dict)
     note: str | None = None
     source: Path | None = None
     line: int | None = None
@@ -94,6 +98,8 @@ class Expectation:
             if getattr(self, name):
                 out[name] = getattr(self, name)
         out["recorded"] = dict(self.recorded)
+        if self.environment:
+            out["environment"] = dict(self.environment)
         return out
 
 
@@ -154,16 +160,25 @@ def _entry(raw: Any, suite: str, path: Path, line: int) -> Expectation:
     if not isinstance(recorded, dict) or any(not recorded.get(k) for k in _RECORDED_KEYS):
         raise InputError(path, f"entry {ident!r}: 'recorded' must give by, at and commit "
                                "(store expectations with `harness check record`)", line)
+    environment = raw.get("environment") or {}
+    if not isinstance(environment, dict) or not all(isinstance(v, str) for v in environment.values()):
+        raise InputError(path, f"entry {ident!r}: 'environment' must map package names to version strings", line)
     result = raw.get("result")
-    if result is not None and (not isinstance(result, str) or Path(result).is_absolute() or ".." in Path(result).parts):
-        raise InputError(path, f"entry {ident!r}: 'result' must be a relative path inside {OUT}", line)
+    if result is not None:
+        if not isinstance(result, str) or not result or result.startswith("/"):
+            raise InputError(path, f"entry {ident!r}: 'result' must be a relative path inside {OUT}", line)
+        try:  # a relative path below {out}: every part one safe component
+            for part in result.split("/"):
+                check_component(part, f"entry {ident!r}: a part of 'result'")
+        except ConfigError as exc:
+            raise InputError(path, f"{exc} ('result' is a relative path inside {OUT})", line) from None
     return Expectation(
         suite=suite, id=ident, command=list(command),
         metrics={str(m): _number(v, path, line, f"expected {m}") for m, v in metrics.items()},
         result=result, tolerance={str(m): _number(v, path, line, f"tolerance of {m}", True)
                                   for m, v in tolerance.items()},
         card_fingerprint=raw.get("card_fingerprint"), recorded={k: str(v) for k, v in recorded.items()},
-        note=raw.get("note"), source=path, line=line)
+        environment={str(k): v for k, v in environment.items()}, note=raw.get("note"), source=path, line=line)
 
 
 def load_expectations(path: str | Path) -> list[Expectation]:
@@ -184,15 +199,18 @@ def load_expectations(path: str | Path) -> list[Expectation]:
     if data.get("version", FILE_VERSION) != FILE_VERSION:
         raise InputError(path, f"unsupported version {data.get('version')!r} (this harness reads {FILE_VERSION})", 1)
     suite = data.get("suite") or path.stem
-    try:  # the suite names a folder under the results root
-        check_component(suite, "suite")
-    except ConfigError as exc:
-        raise InputError(path, str(exc), 1) from None
     assert isinstance(root, yaml.MappingNode)   # the same text loaded as a dict above
     lines = {}
+    suite_line = 1
     for key_node, value_node in root.value:
         if key_node.value == "entries" and isinstance(value_node, yaml.SequenceNode):
             lines = {i: item.start_mark.line + 1 for i, item in enumerate(value_node.value)}
+        if key_node.value == "suite":
+            suite_line = key_node.start_mark.line + 1
+    try:  # the suite names a folder under the results root
+        check_component(suite, "suite")
+    except ConfigError as exc:
+        raise InputError(path, str(exc), suite_line) from None
     entries, seen = [], set()
     for i, raw in enumerate(data.get("entries") or []):
         entry = _entry(raw, suite, path, lines.get(i, 1))
@@ -283,7 +301,7 @@ def check_entry(entry: Expectation, *, results_root: str | Path, shared: str | P
                 reuse: bool = False, runner: Runner = run_harness) -> CheckResult:
     """Produce (or reuse) the entry's result and compare its metrics with the expected ones."""
     out = child_of(results_root, entry.suite, entry.id, what="suite or entry id")
-    result_dir = out / entry.result if entry.result else out
+    result_dir = child_of(out, *entry.result.split("/"), what="part of 'result'") if entry.result else out
     reused = reuse and is_result_dir(result_dir)
     if not reused:
         # A fresh {out}: commands that cache their work (suite runs) must produce the result again.
@@ -312,7 +330,22 @@ def check_entry(entry: Expectation, *, results_root: str | Path, shared: str | P
         problems.append(f"protocol card changed: fingerprint {stored.card.fingerprint()} != "
                         f"recorded {entry.card_fingerprint}")
         status = max(status, FAIL, key=_SEVERITY.__getitem__)
+    if status in (FAIL, IMPROVED, ERROR) and checks:
+        problems.append(environment_difference(entry.environment, stored.manifest.get("versions")))
     return CheckResult(entry, status, checks, result_dir, reused, "; ".join(problems))
+
+
+def environment_difference(recorded: dict[str, str], current: Any) -> str:
+    """How the library versions of a result differ from those its expectation was recorded under."""
+    if not recorded:
+        return ("environment: the expectation stores none (recorded before environments were kept; "
+                "`harness check record --replace` stores it)")
+    if not isinstance(current, dict):
+        return "environment: the result's manifest records no library versions"
+    changes = [f"{pkg} {recorded.get(pkg, 'absent')} -> {current.get(pkg, 'absent')}"
+               for pkg in sorted(set(recorded) | set(current)) if recorded.get(pkg) != current.get(pkg)]
+    return ("environment differs from the recording: " + ", ".join(changes) if changes
+            else "environment: same library versions as the recording")
 
 
 def exit_status(results: list[CheckResult], accept_improved: bool = False) -> int:
@@ -395,6 +428,7 @@ def record(*, suite: str, ident: str, result_dir: str | Path, command: list[str]
         card_fingerprint=stored.card.fingerprint(),
         recorded={"by": git_identity(), "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                   "commit": commit},
+        environment={str(k): str(v) for k, v in (stored.manifest.get("versions") or {}).items()},
         note=note if note is not None else (previous.note if previous else None), source=path)
     kept = [e for e in entries if e.id != ident]
     position = entries.index(previous) if previous else len(kept)

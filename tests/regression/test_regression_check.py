@@ -230,3 +230,27 @@ def test_record_refuses_to_overwrite_without_replace(tmp_path):
         record(suite="s", ident="z", result_dir=first, command=COMMAND, metrics=["map"], directory=tmp_path / "exp")
     with pytest.raises(ConfigError, match=r"\{out\}"):
         record(suite="s", ident="z", result_dir=first, command=["eval"], directory=tmp_path / "exp")
+
+
+def test_a_moved_number_prints_how_the_environment_differs_from_the_recording(tmp_path, capsys):
+    """The recording keeps the result's library versions; when a number moves the check names what changed."""
+    import json
+
+    result_dir = make_result(tmp_path / "res", **{"ndcg@10": 0.6789})
+    assert main(["check", "record", "--suite", "beir", "--id", "x", "--result", str(result_dir),
+                 "--command", "eval --model bm25 --out {out}", "--expected-dir", str(tmp_path / "exp")]) == 0
+    (entry,) = load_expectations(tmp_path / "exp" / "beir.yaml")
+    manifest = json.loads((result_dir / "manifest.json").read_text())
+    assert entry.environment == manifest["versions"] and "transformers" in entry.environment
+    moved = make_result(tmp_path / "root" / "beir" / "x", **{"ndcg@10": 0.6700})
+    manifest = json.loads((moved / "manifest.json").read_text())
+    manifest["versions"]["transformers"] = "99.0.0"
+    (moved / "manifest.json").write_text(json.dumps(manifest))
+    result = check_entry(entry, results_root=tmp_path / "root", reuse=True)
+    assert result.status == FAIL
+    assert f"transformers {entry.environment['transformers']} -> 99.0.0" in result.message
+    # a number that holds says nothing about the environment; an old entry without one says so
+    make_result(tmp_path / "same" / "beir" / "x", **{"ndcg@10": 0.6789})
+    assert "environment" not in check_entry(entry, results_root=tmp_path / "same", reuse=True).message
+    old = Expectation("beir", "x", COMMAND, {"ndcg@10": 0.6789}, recorded=RECORDED)
+    assert "stores none" in check_entry(old, results_root=tmp_path / "root", reuse=True).message
