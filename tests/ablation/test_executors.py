@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from optional_extras import require_extra
 from test_claims import _suite
 
 from harness.ablation.executors import KINDS, build_units, waves
@@ -120,6 +121,7 @@ def reference_table(tmp_path_factory) -> str:
 
 @pytest.mark.slow
 def test_submitit_local_fallback_with_two_workers_gives_the_same_table(tmp_path, reference_table):
+    require_extra("submitit")
     done = _harness("run", str(MINI), "--results-root", str(tmp_path), "--no-progress", "--executor", "submitit",
                     "--workers", "2")
     assert done.returncode == 0, done.stderr
@@ -191,6 +193,7 @@ def test_a_killed_run_cell_worker_is_recovered_by_the_next(tmp_path, reference_t
 def test_quickstart_with_submitit_gives_the_same_table_as_harness_run(tmp_path):
     """The acceptance case of issue 16: the README's quickstart suite through submitit's local fallback with
     two workers prints the table of a plain ``harness run quickstart``."""
+    require_extra("submitit")
     plain = _harness("run", "quickstart", "--results-root", str(tmp_path / "plain"), "--no-progress", timeout=3600)
     assert plain.returncode == 0, plain.stderr
     grid = _harness("run", "quickstart", "--results-root", str(tmp_path / "grid"), "--no-progress",

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from optional_extras import require_extra
 from test_claims import _suite
 
 from harness.ablation.executors import GridOptions, _require_ray, build_units, run_grid, waves
@@ -28,7 +29,6 @@ from harness.ablation.validate import load_validated
 from harness.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
-INSTALL = "ray is not installed: pip install 'retrieval-harness[cluster]' (or bash scripts/setup.sh --dev)"
 
 
 @pytest.fixture
@@ -36,7 +36,8 @@ def ray():
     try:
         return _require_ray()
     except ConfigError:
-        pytest.skip(INSTALL)
+        require_extra("ray")      # skips, or fails under HARNESS_REQUIRE_EXTRAS=1, when ray is missing
+        raise
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ import json
 import logging
 
 import pytest
+from optional_extras import require_extra
 
 from harness.cli import build_parser, main
 from harness.cli.eval import warn_ignored_options
@@ -20,6 +21,7 @@ def _parse(*extra: str) -> argparse.Namespace:
 
 
 def test_seismic_with_inline_options_is_accepted_and_choices_come_from_the_engine():
+    require_extra("seismic")        # the engine refuses seismic up front when its package is missing
     assert _parse("--sparse-backend", "seismic:query_cut=20").sparse_backend == "seismic:query_cut=20"
     assert _parse("--sparse-backend", "lucene-impact", "--quantization", "splade").quantization == "splade"
     action = next(a for a in build_parser()._subparsers._group_actions[0].choices["eval"]._actions  # type: ignore[union-attr]
@@ -42,6 +44,7 @@ def test_bad_backends_are_refused_by_the_parser(capsys, value, message):
 
 
 def test_quantization_is_ignored_with_a_warning_unless_lucene_impact(caplog):
+    require_extra("seismic")
     caplog.set_level(logging.WARNING)
     for backend, ignored in (("seismic:query_cut=5", ["quantization"]), (None, ["quantization"]),
                              ("lucene-impact", [])):
@@ -51,7 +54,7 @@ def test_quantization_is_ignored_with_a_warning_unless_lucene_impact(caplog):
 
 
 def test_eval_with_seismic_end_to_end(dataset, tmp_path, monkeypatch, capsys):  # noqa: F811
-    pytest.importorskip("seismic")
+    require_extra("seismic")
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "seismic"
     assert main(["eval", "--model", "splade-tiny", "--dataset-dir", str(dataset), "--out", str(out),

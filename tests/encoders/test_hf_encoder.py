@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from optional_extras import require_extra
 
 from harness.encoders.hf import HFEncoder, load_encoder, resolve_dtype
 from harness.encoders.settings import ENCODER_CONFIG_FILE, EncoderSettings
@@ -155,7 +156,7 @@ def test_load_encoder_factory(tiny_bert_dir):
 
 def test_minilm_matches_sentence_transformers():
     """The real all-MiniLM-L6-v2: same vectors as SentenceTransformer.encode(normalize_embeddings=True)."""
-    from sentence_transformers import SentenceTransformer
+    SentenceTransformer = require_extra("sentence_transformers").SentenceTransformer
 
     texts = [
         "Glucose metabolism is altered in cancer cells.",

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from optional_extras import require_extra
 
 from harness.data import Qrels, Run
 from harness.metrics import evaluate, parse_metrics
 
-pytrec_eval = pytest.importorskip("pytrec_eval")
+pytrec_eval = require_extra("pytrec_eval")
 
 N_QUERIES, N_DOCS = 2_000, 1_000
 METRICS = parse_metrics(["ndcg@10", "recall@100", "mrr", "map", "p@10", "success@10"])

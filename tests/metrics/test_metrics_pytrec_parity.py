@@ -4,11 +4,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from metrics_testdata import pytrec_reference, random_case, to_dicts, trec_order
+from optional_extras import require_extra
 
 from harness.data import Qrels, Run
 from harness.metrics import evaluate, parse_metrics
 
-pytest.importorskip("pytrec_eval")
+require_extra("pytrec_eval")
 
 METRICS = parse_metrics([
     "ndcg@1", "ndcg@3", "ndcg@10", "ndcg@100", "ndcg",

@@ -9,6 +9,7 @@ import random
 
 import numpy as np
 import pytest
+from optional_extras import require_extra
 from trainutil import make_tiny_bert
 
 from harness.data.collections import TrainingData, TrainingSource
@@ -169,9 +170,8 @@ def test_kmeans_topics_are_per_language_seeded_and_follow_the_clusters():
         topic_labels(make_source(n=2), ["en", "en"], "kmeans")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("fasttext") is None, reason="optional extra 'topics' not installed")
 def test_fasttext_topics_with_a_tiny_trained_model(tmp_path):
-    import fasttext
+    fasttext = require_extra("fasttext")
 
     train = tmp_path / "train.txt"
     train.write_text("".join(f"__label__{lab} {text}\n" for lab, text in [

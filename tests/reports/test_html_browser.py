@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from html_suite import SCALE, finished_suite
+from optional_extras import require_extra
 
 from harness.ablation.html_report import html_dir
 
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed
 
 @pytest.fixture(scope="module")
 def page():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (pip install -e .[dev])")
+    sync_api = require_extra("playwright.sync_api")
     suite, root = finished_suite()
     index = html_dir(root, suite.name, SCALE) / "index.html"
     problems: list[str] = []
@@ -122,7 +123,7 @@ def test_per_query_view_and_screenshot(page, tmp_path):
 def test_quickstart_report_in_the_browser(tmp_path):
     """The acceptance check: ``harness run quickstart`` (tiny) writes a report that renders one row per system,
     sorts on a header click, filters, shows the per-query view, and logs no console error."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (pip install -e .[dev])")
+    sync_api = require_extra("playwright.sync_api")
     from harness.ablation import load_suite, run_suite
 
     suite = load_suite("quickstart")

@@ -18,6 +18,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from optional_extras import require_extra
 
 from harness.data.beir import Corpus, Queries
 from harness.errors import ConfigError, InputError
@@ -381,8 +382,7 @@ def test_same_results_as_anserinis_searcher_on_real_data(shared_data, cache_root
 
 def mean_metric(qrels, run, measure: str, key: str) -> tuple[float, int]:
     """trec_eval's mean over the queries in both run and qrels, through pytrec_eval."""
-    import pytrec_eval
-
+    pytrec_eval = require_extra("pytrec_eval")
     per_query = pytrec_eval.RelevanceEvaluator(qrels.to_dict(), {measure}).evaluate(run.to_dict())
     return float(np.mean([v[key] for v in per_query.values()])), len(per_query)
 

@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+from optional_extras import require_extra
 
 from harness.data import Corpus, Queries
 from harness.encoders.base import Encoder
@@ -147,10 +148,10 @@ def test_dense_search_end_to_end_with_a_tiny_bert(tmp_path):
 @pytest.mark.slow
 def test_scifact_minilm_reproduces_published_ndcg(shared_data, tmp_path_factory):
     """Full SciFact test split with all-MiniLM-L6-v2: nDCG@10 0.645 +- 0.001, Recall@100 0.925 +- 0.002."""
-    import pytrec_eval
-
     from harness.data import load_beir
     from harness.encoders.hf import HFEncoder
+
+    pytrec_eval = require_extra("pytrec_eval")
 
     ds = load_beir(shared_data / "scifact", "test")
     cache = os.environ.get("HARNESS_CACHE") or tmp_path_factory.mktemp("cache")

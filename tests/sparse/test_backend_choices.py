@@ -3,12 +3,13 @@ backends and quantisations refused before any encoding, with the list of choices
 from __future__ import annotations
 
 import pytest
+from optional_extras import require_extra
 
 from harness.errors import ConfigError
 
 
 def test_seismic_through_the_pipeline_records_its_options_and_recall(dataset, tmp_path):
-    pytest.importorskip("seismic", reason="the seismic extra (pyseismic-lsr) is not installed")
+    require_extra("seismic")
     from harness.pipeline import ModelSpec, evaluate_model, load_benchmark
 
     loaded = load_benchmark(dataset)
@@ -41,6 +42,8 @@ def test_seismic_through_the_pipeline_records_its_options_and_recall(dataset, tm
 def test_bad_backends_are_refused_by_the_pipeline_before_encoding(dataset, tmp_path, spec, message):
     from harness.pipeline import ModelSpec, evaluate_model, load_benchmark
 
+    if spec["sparse_backend"].startswith("seismic:"):
+        require_extra("seismic")      # without it seismic is refused for its missing package, not its option
     loaded = load_benchmark(dataset)
     with pytest.raises(ConfigError, match=message):
         evaluate_model(ModelSpec("splade-tiny", **spec), loaded, tmp_path / "out", cache_dir=tmp_path / "cache")

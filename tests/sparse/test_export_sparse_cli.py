@@ -8,6 +8,7 @@ import shutil
 
 import numpy as np
 import pytest
+from optional_extras import require_extra
 
 from harness.cli import main
 
@@ -41,7 +42,7 @@ def ours(model: str, texts, queries: bool):
 
 
 def test_sentence_transformers_export_loads_to_the_same_weights(tmp_path, cache, capsys):
-    from sentence_transformers import SparseEncoder
+    SparseEncoder = require_extra("sentence_transformers").SparseEncoder
 
     out = tmp_path / "st"
     assert main(["export-sparse", "--model", "splade-tiny", "--sentence-transformers", str(out), "--format",

@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 import pytest
+from optional_extras import require_extra
 from sparse_fakes import TableEncoder
 
 from harness.encoders.sparse_cache import encode_corpus_sparse
@@ -13,7 +14,7 @@ from harness.errors import ConfigError
 from harness.retrieval.seismic import DEFAULT_OPTIONS, check_options, parse_backend, recall_against, seismic_search
 from harness.retrieval.sparse import check_backend, exact_sparse_search, sparse_search
 
-pytest.importorskip("seismic", reason="the seismic extra (pyseismic-lsr) is not installed")
+require_extra("seismic")
 
 
 def as_dict(run):

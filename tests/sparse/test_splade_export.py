@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from optional_extras import require_extra
 
 from harness.errors import ConfigError
 from harness.io import OutputExistsError
@@ -22,9 +23,7 @@ TEXTS = ["p53 mutations drive many human cancers", "Aspirin lowers the risk of h
 
 
 def sentence_transformers_weights(folder: Path, pooling: str, queries: bool) -> np.ndarray:
-    from sentence_transformers import SparseEncoder
-
-    model = SparseEncoder(str(folder), device="cpu")
+    model = require_extra("sentence_transformers").SparseEncoder(str(folder), device="cpu")
     assert model[1].pooling_strategy == pooling
     encode = model.encode_query if queries else model.encode_document
     return encode(TEXTS, convert_to_tensor=True).to_dense().numpy()
@@ -39,6 +38,7 @@ def ours(model: str, queries: bool) -> np.ndarray:
 
 
 def test_splade_tiny_exports_to_sparse_encoder(tmp_path):
+    require_extra("sentence_transformers")
     from methods.splade_export import export_sparse_encoder
 
     folder = export_sparse_encoder("splade-tiny", tmp_path / "st")
@@ -61,6 +61,7 @@ def test_splade_tiny_exports_to_sparse_encoder(tmp_path):
 
 
 def test_trained_run_loads_in_sparse_encoder(tmp_path):
+    require_extra("sentence_transformers")
     from trainutil import make_data, make_tiny_bert
 
     from methods.splade import Splade

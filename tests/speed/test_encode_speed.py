@@ -15,6 +15,7 @@ import time
 import numpy as np
 import pytest
 from benchutil import interleaved_rounds, speed_ratios
+from optional_extras import require_extra
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -36,7 +37,8 @@ def scifact_corpus(shared_data):
 
 def test_encode_docs_throughput_vs_sentence_transformers(benchmark, scifact_corpus):
     import torch
-    from sentence_transformers import SentenceTransformer
+
+    SentenceTransformer = require_extra("sentence_transformers").SentenceTransformer
 
     from harness.encoders.hf import HFEncoder
 

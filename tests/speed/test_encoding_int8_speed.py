@@ -17,6 +17,7 @@ import os
 import numpy as np
 import pytest
 from benchutil import interleaved_rounds, speed_ratios
+from optional_extras import require_extra
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -55,6 +56,7 @@ def test_int8_vs_fp32_encode_speed(benchmark, scifact_passages):
 
 
 def test_int8_vs_sentence_transformers_onnx_int8(benchmark, texts, tmp_path):
+    require_extra("sentence_transformers")
     pytest.importorskip("optimum.onnxruntime", reason="sentence-transformers' ONNX backend needs optimum[onnxruntime], "
                                                       "which requires transformers<4.58 (not installable here)")
     from sentence_transformers import SentenceTransformer

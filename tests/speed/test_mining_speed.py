@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
+from optional_extras import require_extra
 
 FP32_SLACK = 2e-7  # fp32 rounding of a 384-d dot product of unit vectors near 0.5 (a few ulps) in each search
 PERCENT, K, DEPTH = 0.9, 30, 40
@@ -137,6 +138,8 @@ def timed(obj, method: str, phases: dict[str, float], label: str) -> None:
 def compare_with_sentence_transformers(tmp_path, rows, corpus) -> Comparison:
     """Mine ``rows`` over ``corpus`` with both (cold, timed), then compare the selections query by query."""
     from datasets import Dataset
+
+    require_extra("sentence_transformers")
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.util import mine_hard_negatives
 

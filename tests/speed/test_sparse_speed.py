@@ -12,6 +12,7 @@ import os
 import numpy as np
 import pytest
 from benchutil import interleaved_rounds, speed_ratios
+from optional_extras import require_extra
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -25,7 +26,8 @@ pytestmark = [pytest.mark.benchmark, pytest.mark.slow, pytest.mark.needs_shared]
 
 def test_sparse_encode_throughput_vs_sparse_encoder(benchmark, scifact_passages, tmp_path):
     import torch
-    from sentence_transformers import SparseEncoder
+
+    SparseEncoder = require_extra("sentence_transformers").SparseEncoder
 
     from harness.encoders.sparse import SparseMLMEncoder
     from methods.splade_export import export_sparse_encoder

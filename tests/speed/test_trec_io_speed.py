@@ -23,8 +23,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from optional_extras import require_extra
 
-pytest.importorskip("pytrec_eval")
+require_extra("pytrec_eval")
 pytest.importorskip("ranx")
 
 pytestmark = [pytest.mark.benchmark(group="trec-io-5000x1000"), pytest.mark.slow]

@@ -6,15 +6,17 @@ import re
 
 import numpy as np
 import pytest
-import pytrec_eval
+from optional_extras import require_extra
 from scipy import sparse, stats
-from statsmodels.stats.multitest import multipletests
 
 from harness.cli import main
 from harness.data import Run, load_beir, read_qrels, read_run, write_run
 from harness.metrics import evaluate
 from harness.protocol import ProtocolCard
 from harness.store import write_result
+
+pytrec_eval = require_extra("pytrec_eval")
+multipletests = require_extra("statsmodels.stats.multitest").multipletests
 
 TOP_K = 100
 

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from statsmodels.stats.multitest import multipletests
+from optional_extras import require_extra
 
 from harness.stats import adjust_pvalues
+
+multipletests = require_extra("statsmodels.stats.multitest").multipletests
 
 STATSMODELS = {"bonferroni": "bonferroni", "holm": "holm", "bh": "fdr_bh"}
 

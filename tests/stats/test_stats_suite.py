@@ -5,8 +5,8 @@ import json
 
 import numpy as np
 import pytest
+from optional_extras import require_extra
 from scipy import stats
-from statsmodels.stats.multitest import multipletests
 
 from harness.errors import ConfigError
 from harness.evaluation_result import EvaluationResult
@@ -20,6 +20,8 @@ from harness.stats import (
     compare_systems,
     paired_ttest,
 )
+
+multipletests = require_extra("statsmodels.stats.multitest").multipletests
 
 
 def make_eval(qids, **metrics) -> EvaluationResult:

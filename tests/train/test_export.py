@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
+from optional_extras import require_extra
 from trainutil import grads, load_tiny, make_data, plain_step, step_context
 
 from harness.encoders.hf import HFEncoder
@@ -62,7 +62,7 @@ def test_gradient_checkpointing_keeps_gradients(tiny_model_nodrop):
 
 
 def test_tensorboard_log(tmp_path, tiny_model_nodrop):
-    pytest.importorskip("tensorboard")
+    require_extra("tensorboard")
     spec = lora_spec(tiny_model_nodrop, merge=False).replace(lora=None, tensorboard=True, steps=1)
     Method().train(spec, make_data(), tmp_path / "run")
     assert list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))
