@@ -28,6 +28,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "pytrec_eval": ("dev", "pytrec-eval-terrier"),
     "tensorboard": ("dev", "tensorboard"),
     "playwright": ("dev", "playwright"),
+    "hypothesis": ("dev", "hypothesis"),
 }
 
 
