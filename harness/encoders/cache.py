@@ -16,6 +16,13 @@ encodes only the missing ones.  The shard layout is fixed when an entry is creat
 so resuming with a different ``shard_size`` reuses the stored layout.  With several devices the
 shards are encoded by one worker process per device (:mod:`harness.encoders.devices`) into the same
 entry: the device list changes neither the key nor the vectors.
+
+Processes that encode the same entry at the same time (two ``harness eval`` of one model and
+dataset, concurrent suites) claim its shards one by one (:class:`harness.encoders.shards.ShardClaims`,
+``shard-NNNNN.claim`` files in the entry): each shard is encoded by one of them, the others wait for
+its file and read it, and a shard whose holder died is taken over.  The entry's creation and its
+``meta.json`` updates are serialised by the entry's own claim (``meta.claim``).  ``HARNESS_CLAIMS=off``
+turns the claims off (every process then encodes every missing shard, as before).
 """
 from __future__ import annotations
 
@@ -34,9 +41,10 @@ import numpy as np
 
 from harness.data.beir import Corpus
 from harness.encoders.base import Encoder
-from harness.encoders.shards import check_shard_vectors, write_shard
+from harness.encoders.shards import ShardClaims, check_shard_vectors, write_shard
 from harness.errors import ConfigError
 from harness.io import atomic_write_json
+from harness.io.claims import CLAIM_SUFFIX, claim
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +54,8 @@ FORMAT_VERSION = 1
 # The text the encoder sees for a document; part of the key so that a change here invalidates entries.
 PASSAGE_FORMAT = "title + ' ' + text (stripped; text alone when no title)"
 META_FILE = "meta.json"
+META_CLAIM = "meta"          # the entry's own claim (meta.claim): creation and metadata updates
+META_POLL_SECONDS = 0.02     # it is held for a file read and write at most: look again soon
 
 
 def cache_root(cache_dir: str | Path | None = None) -> Path:
@@ -116,12 +126,40 @@ class CorpusEmbeddings:
         return self._array
 
 
-def _read_meta(entry: Path) -> dict[str, Any] | None:
+def read_meta(entry: Path) -> dict[str, Any] | None:
+    """The entry's ``meta.json``; None when it is missing or unreadable."""
     try:
         meta = json.loads((entry / META_FILE).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
     return meta if isinstance(meta, dict) else None
+
+
+def update_meta(entry: Path, meta: dict[str, Any], change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """Apply ``change`` to the entry's metadata as stored now (another process encoding the same entry may
+    have recorded its shards since ``meta`` was read) and write it back, under the entry's claim; returns
+    the metadata written (``meta`` is updated in place too)."""
+    with claim(entry / META_CLAIM, "updating the cache entry's metadata", poll=META_POLL_SECONDS):
+        current = read_meta(entry)
+        if current is None or current.get("key") != meta.get("key"):
+            current = meta
+        change(current)
+        atomic_write_json(entry / META_FILE, current)
+    if current is not meta:
+        meta.clear()
+        meta.update(current)
+    return meta
+
+
+def _clear_entry(entry: Path) -> None:
+    """Remove an entry's files but its claim files (a lock file is never deleted: see harness.io.claims)."""
+    for path in entry.iterdir():
+        if path.name.endswith(CLAIM_SUFFIX):
+            continue
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _shard_is_valid(path: Path, count: int, dim: int | None) -> bool:
@@ -154,21 +192,31 @@ def open_entry(encoder: Encoder, corpus: Corpus, cache_dir: str | Path | None, *
     corpus_hash = corpus.content_hash()
     key = embedding_key(identity, corpus_hash)
     entry = cache_root(cache_dir) / folder / key
-    meta = _read_meta(entry)
-    if meta is not None and (meta.get("format") != FORMAT_VERSION or meta.get("corpus_hash") != corpus_hash
-                             or meta.get("num_docs") != n or not meta.get("shards")):
-        log.warning("%s cache entry %s does not match its key; rebuilding it", kind, entry)
-        shutil.rmtree(entry, ignore_errors=True)
-        meta = None
-    if meta is None:
-        layout = [(start, min(shard_size, n - start)) for start in range(0, n, shard_size)]
-        meta = {"format": FORMAT_VERSION, "key": key, "identity": identity, "corpus_hash": corpus_hash,
-                "passage_format": PASSAGE_FORMAT, "num_docs": n, **fields, "shard_size": shard_size,
-                "shards": [{**shard_fields(i), "start": s, "count": c} for i, (s, c) in enumerate(layout)],
-                "complete": False, "encode_seconds": 0.0}
-        entry.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(entry / META_FILE, meta)
+    meta = read_meta(entry)
+    if meta is not None and meta.get("complete") and _meta_matches(meta, corpus_hash, n):
+        return entry, meta          # the common hit: no claim needed
+    # Under the entry's claim: a process encoding the same entry concurrently must find the layout written
+    # here (or write the one found here), never a second one of its own.
+    with claim(entry / META_CLAIM, f"creating the {folder} cache entry {key}", poll=META_POLL_SECONDS):
+        meta = read_meta(entry)
+        if meta is not None and not _meta_matches(meta, corpus_hash, n):
+            log.warning("%s cache entry %s does not match its key; rebuilding it", kind, entry)
+            _clear_entry(entry)
+            meta = None
+        if meta is None:
+            layout = [(start, min(shard_size, n - start)) for start in range(0, n, shard_size)]
+            meta = {"format": FORMAT_VERSION, "key": key, "identity": identity, "corpus_hash": corpus_hash,
+                    "passage_format": PASSAGE_FORMAT, "num_docs": n, **fields, "shard_size": shard_size,
+                    "shards": [{**shard_fields(i), "start": s, "count": c} for i, (s, c) in enumerate(layout)],
+                    "complete": False, "encode_seconds": 0.0}
+            entry.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(entry / META_FILE, meta)
     return entry, meta
+
+
+def _meta_matches(meta: dict[str, Any], corpus_hash: str, n: int) -> bool:
+    return (meta.get("format") == FORMAT_VERSION and meta.get("corpus_hash") == corpus_hash
+            and meta.get("num_docs") == n and bool(meta.get("shards")))
 
 
 def encode_corpus(encoder: Encoder, corpus: Corpus, cache_dir: str | Path | None = None, *,
@@ -209,29 +257,40 @@ def encode_corpus(encoder: Encoder, corpus: Corpus, cache_dir: str | Path | None
         nonlocal elapsed, dim
         elapsed += seconds
         dim = width
-        meta["dim"] = dim
-        meta["encode_seconds"] = round(float(meta.get("encode_seconds") or 0.0) + seconds, 3)
-        atomic_write_json(entry / META_FILE, meta)
+
+        def change(current: dict[str, Any]) -> None:
+            current["dim"] = width
+            current["encode_seconds"] = round(float(current.get("encode_seconds") or 0.0) + seconds, 3)
+
+        update_meta(entry, meta, change)
+
+    def shard_done(i: int) -> bool:
+        """Shard ``i`` is on disk (asked again under its claim: another process may have written it)."""
+        nonlocal dim
+        if dim is None:              # another process may have recorded the width meanwhile
+            dim = (read_meta(entry) or {}).get("dim")
+        return _shard_is_valid(entry / _shard_file(i), layout[i][1], dim)
 
     devices = tuple(getattr(encoder, "devices", None) or ())
-    if missing and len(devices) > 1:        # one worker process per device (harness.encoders.devices)
-        from harness.encoders.devices import encode_shards
+    with ShardClaims(entry, missing, shard_done, what=f"encoding {corpus.source or 'a corpus'}") as claims:
+        if missing and len(devices) > 1:        # one worker process per device (harness.encoders.devices)
+            from harness.encoders.devices import encode_shards
 
-        encode_shards(encoder, devices, [(i, *layout[i]) for i in missing], shard_texts,
-                      lambda i: entry / _shard_file(i), dim=dim, batch_size=batch_size, progress=progress,
-                      on_done=lambda done: record(done.seconds, done.dim))
-    else:
-        for i in missing:
-            shard_started = time.perf_counter()
-            start, count = layout[i]
-            vectors = np.asarray(encoder.encode_docs(shard_texts(start, count), batch_size=batch_size,
-                                                     progress=progress))
-            write_shard(entry / _shard_file(i), check_shard_vectors(vectors, i, start, count, dim))
-            record(time.perf_counter() - shard_started, int(vectors.shape[1]))
+            encode_shards(encoder, devices, [(i, *layout[i]) for i in missing], shard_texts,
+                          lambda i: entry / _shard_file(i), dim=dim, batch_size=batch_size, progress=progress,
+                          on_done=lambda done: record(done.seconds, done.dim), claims=claims)
+        else:
+            while (i := claims.next()) is not None:
+                shard_started = time.perf_counter()
+                start, count = layout[i]
+                vectors = np.asarray(encoder.encode_docs(shard_texts(start, count), batch_size=batch_size,
+                                                         progress=progress))
+                write_shard(entry / _shard_file(i), check_shard_vectors(vectors, i, start, count, dim))
+                record(time.perf_counter() - shard_started, int(vectors.shape[1]))
+                claims.release(i)
     if dim is None:   # every shard was valid but the meta lost their width (a kill between the two writes)
         dim = int(np.load(entry / _shard_file(0), mmap_mode="r").shape[1])
     if not meta.get("complete"):
-        meta["complete"] = True
-        atomic_write_json(entry / META_FILE, meta)
+        update_meta(entry, meta, lambda current: current.update(complete=True, dim=dim))
     return CorpusEmbeddings(path=entry, key=meta["key"], doc_ids=list(corpus.ids), dim=dim, layout=layout,
-                            identity=meta["identity"], encoded_shards=len(missing), encode_seconds=elapsed)
+                            identity=meta["identity"], encoded_shards=claims.encoded, encode_seconds=elapsed)

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.encoders.shards import check_shard_vectors, write_shard
+from harness.encoders.shards import ShardClaims, check_shard_vectors, write_shard
 from harness.encoders.texts import detached
 from harness.errors import ConfigError, HarnessError
 
@@ -153,13 +153,17 @@ def worker_encoder(encoder: Any, device: str) -> Any:
 def encode_shards(encoder: Any, devices: Sequence[str], shards: Sequence[tuple[int, int, int]],
                   texts: Callable[[int, int], list[str]], path_of: Callable[[int], Path], *,
                   dim: int | None, batch_size: int | None, on_done: Callable[[ShardDone], None],
-                  progress: bool = True) -> None:
+                  progress: bool = True, claims: ShardClaims | None = None) -> None:
     """Encode ``shards`` (index, start row, count) with one spawned worker process per device.
 
     ``texts(start, count)`` gives a shard's passages (called when the shard is handed out, so the
     parent holds at most one shard of texts per worker), ``path_of(index)`` its cache file, which the
     worker writes atomically; ``on_done`` is called in the parent as each shard finishes (any order).
-    A dead worker raises ConfigError naming the unfinished shards; the finished ones stay written."""
+    A dead worker raises ConfigError naming the unfinished shards; the finished ones stay written.
+
+    With ``claims`` (the cache's :class:`~harness.encoders.shards.ShardClaims` over ``shards``) the parent
+    claims each shard as it hands it out and releases it once done: shards another process holds are
+    left to it, and the parent waits for them only when none of its own is in flight."""
     import torch
     from tqdm.auto import tqdm
 
@@ -167,6 +171,23 @@ def encode_shards(encoder: Any, devices: Sequence[str], shards: Sequence[tuple[i
     workers = min(len(devices), len(shards))
     if workers == 0:
         return
+    pending: dict[Future, tuple[int, int, int]] = {}
+    todo: Iterator[tuple[int, int, int]] = iter(shards)
+    rows = {index: (index, start, count) for index, start, count in shards}
+    first = claims.next() if claims is not None else None
+    if claims is not None and first is None:   # other processes encoded every shard meanwhile: start no worker
+        return
+
+    def next_shard() -> tuple[int, int, int] | None:
+        nonlocal first
+        if claims is None:
+            return next(todo, None)
+        if first is not None:
+            index: int | None = first
+            first = None
+        else:   # wait for other processes' shards only when none of ours is in flight
+            index = claims.next(wait=not pending)
+        return None if index is None else rows[index]
     clones = [worker_encoder(encoder, d) for d in devices[:workers]]
     threads = max(1, torch.get_num_threads() // workers)     # the parent's CPU threads, shared out
     ctx = multiprocessing.get_context("spawn")
@@ -174,20 +195,20 @@ def encode_shards(encoder: Any, devices: Sequence[str], shards: Sequence[tuple[i
     for clone in clones:
         queue.put(clone)
     log.info("encoding %d shard(s) on %s, one process per device", len(shards), ", ".join(devices[:workers]))
-    pending: dict[Future, tuple[int, int, int]] = {}
-    todo: Iterator[tuple[int, int, int]] = iter(shards)
     total = sum(count for _, _, count in shards)
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
                              initargs=(queue, threads)) as pool, \
             tqdm(total=total, desc=f"encode docs on {workers} devices", unit="text", disable=not progress,
                  leave=False) as bar:
         def submit() -> None:
-            for index, start, count in todo:
-                # Copies: pickling a str caches its UTF-8 bytes on it (as tokenising does; harness.encoders.texts).
-                future = pool.submit(_encode_shard, index, start, detached(texts(start, count)),
-                                     str(path_of(index)), dim, batch_size)
-                pending[future] = (index, start, count)
+            shard = next_shard()
+            if shard is None:
                 return
+            index, start, count = shard
+            # Copies: pickling a str caches its UTF-8 bytes on it (as tokenising does; harness.encoders.texts).
+            future = pool.submit(_encode_shard, index, start, detached(texts(start, count)),
+                                 str(path_of(index)), dim, batch_size)
+            pending[future] = shard
 
         try:
             for _ in range(workers):          # one shard in flight per worker: the texts held stay bounded
@@ -204,6 +225,8 @@ def encode_shards(encoder: Any, devices: Sequence[str], shards: Sequence[tuple[i
                         raise ConfigError(f"the worker on {done.device} returned dimension {done.dim} for shard "
                                           f"{index}, other shards have {dim}")
                     on_done(done)
+                    if claims is not None:
+                        claims.release(index)
                     bar.update(count)
                     submit()
         except BrokenProcessPool:

@@ -9,7 +9,8 @@ dtype — the corpus content hash and the passage format).  Layout::
 
 Encoding streams shard by shard and writes every file atomically, ``indptr`` last; a shard
 counts as done only when its three arrays agree, so an interrupted encoding resumes with
-the missing shards and the stored layout.
+the missing shards and the stored layout.  Concurrent encodings of one entry claim its shards as the
+dense cache does (:class:`harness.encoders.shards.ShardClaims`): each shard is encoded once.
 """
 from __future__ import annotations
 
@@ -24,10 +25,11 @@ import numpy as np
 
 from harness.data.beir import Corpus
 from harness.encoders.base import Encoder
-from harness.encoders.cache import DEFAULT_SHARD_SIZE, META_FILE, open_entry
+from harness.encoders.cache import DEFAULT_SHARD_SIZE, open_entry, read_meta, update_meta
+from harness.encoders.shards import ShardClaims
 from harness.encoders.sparse_vectors import SparseVectors
 from harness.errors import ConfigError
-from harness.io import atomic_write, atomic_write_json
+from harness.io import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -109,28 +111,42 @@ def encode_corpus_sparse(encoder: Encoder, corpus: Corpus, cache_dir: str | Path
         log.info("encoding %d of %d sparse shard(s) of %s into %s", len(missing), len(layout),
                  corpus.source or "corpus", entry)
     elapsed = 0.0
-    for i in missing:
-        started = time.perf_counter()
-        start, count = layout[i]
-        texts = Corpus(corpus.ids[start:start + count], corpus.titles[start:start + count],
-                       corpus.texts[start:start + count]).passages()
-        vectors = encoder.encode_docs(texts, batch_size=batch_size, progress=progress)
-        if not isinstance(vectors, SparseVectors) or len(vectors) != count:
-            raise ConfigError(f"sparse encoder returned {type(vectors).__name__} of {len(vectors)} rows for "
-                              f"{count} documents")
-        if vocab_size is not None and vectors.vocab_size != vocab_size:
-            raise ConfigError(f"sparse encoder vocabulary {vectors.vocab_size}, cache entry has {vocab_size}")
-        if not np.all(np.isfinite(vectors.data)):
-            raise ConfigError(f"sparse encoder returned non-finite weights in shard {i}")
-        _write_shard(entry, i, vectors)
-        seconds = time.perf_counter() - started
-        elapsed += seconds
-        vocab_size = meta["vocab_size"] = int(vectors.vocab_size)
-        meta["encode_seconds"] = round(float(meta.get("encode_seconds") or 0.0) + seconds, 3)
-        atomic_write_json(entry / META_FILE, meta)
+
+    def shard_done(i: int) -> bool:
+        """Shard ``i`` is on disk (asked again under its claim: another process may have written it)."""
+        nonlocal vocab_size
+        if vocab_size is None:       # another process may have recorded it meanwhile
+            vocab_size = (read_meta(entry) or {}).get("vocab_size")
+        return vocab_size is not None and _shard_is_valid(entry, i, layout[i][1], vocab_size)
+
+    with ShardClaims(entry, missing, shard_done, what=f"encoding {corpus.source or 'a corpus'}") as claims:
+        while (i := claims.next()) is not None:
+            started = time.perf_counter()
+            start, count = layout[i]
+            texts = Corpus(corpus.ids[start:start + count], corpus.titles[start:start + count],
+                           corpus.texts[start:start + count]).passages()
+            vectors = encoder.encode_docs(texts, batch_size=batch_size, progress=progress)
+            if not isinstance(vectors, SparseVectors) or len(vectors) != count:
+                raise ConfigError(f"sparse encoder returned {type(vectors).__name__} of {len(vectors)} rows for "
+                                  f"{count} documents")
+            if vocab_size is not None and vectors.vocab_size != vocab_size:
+                raise ConfigError(f"sparse encoder vocabulary {vectors.vocab_size}, cache entry has {vocab_size}")
+            if not np.all(np.isfinite(vectors.data)):
+                raise ConfigError(f"sparse encoder returned non-finite weights in shard {i}")
+            _write_shard(entry, i, vectors)
+            seconds = time.perf_counter() - started
+            elapsed += seconds
+            vocab_size = width = int(vectors.vocab_size)
+
+            def change(current: dict[str, Any], width: int = width, seconds: float = seconds) -> None:
+                current["vocab_size"] = width
+                current["encode_seconds"] = round(float(current.get("encode_seconds") or 0.0) + seconds, 3)
+
+            update_meta(entry, meta, change)
+            claims.release(i)
     if not meta.get("complete"):
-        meta["complete"] = True
-        atomic_write_json(entry / META_FILE, meta)
+        update_meta(entry, meta, lambda current: current.update(complete=True, vocab_size=vocab_size))
     assert vocab_size is not None   # recorded, or set by the encoding loop above
     return CorpusSparse(path=entry, key=meta["key"], doc_ids=list(corpus.ids), vocab_size=int(vocab_size),
-                        layout=layout, identity=meta["identity"], encoded_shards=len(missing), encode_seconds=elapsed)
+                        layout=layout, identity=meta["identity"], encoded_shards=claims.encoded,
+                        encode_seconds=elapsed)

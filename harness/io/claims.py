@@ -25,6 +25,10 @@ Within one process (one thread) claims are re-entrant: the runner claims a cell 
 (seconds) bounds the wait (default: wait as long as the holder works).  In a multi-process launch
 (``WORLD_SIZE`` > 1, every rank trains the cell together) claims are skipped: the ranks would wait
 on each other inside collectives; run such a launch alone on its results root.
+
+:func:`try_claim` takes a claim only if it is free now (no wait) and hands back a :class:`HeldClaim` to
+release later: the embedding caches claim each shard that way (:mod:`harness.encoders.shards`), so
+concurrent encodings of one corpus split its shards instead of waiting on each other.
 """
 from __future__ import annotations
 
@@ -112,7 +116,7 @@ def claim(directory: str | Path, what: str = "run", *, timeout: float | None = N
         yield False
         return
     path = claim_path(directory)
-    depth: dict[str, int] = _held.__dict__.setdefault("depth", {})
+    depth = _depths()
     key = str(path.resolve())
     if depth.get(key):
         depth[key] += 1
@@ -126,13 +130,7 @@ def claim(directory: str | Path, what: str = "run", *, timeout: float | None = N
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         waited = _acquire(fd, path, what, timeout, poll)
-        stale = _read_fd(fd)
-        if stale:
-            # The lock is free but a record is left: its holder died without releasing.
-            log.warning("recovered the claim on %s left by %s (it exited without releasing)", directory,
-                        describe(stale))
-        _write_fd(fd, {"host": socket.gethostname(), "pid": os.getpid(), "what": what,
-                       "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
+        _take(fd, directory, what)
         depth[key] = 1
         try:
             yield waited
@@ -143,22 +141,101 @@ def claim(directory: str | Path, what: str = "run", *, timeout: float | None = N
         os.close(fd)               # closing drops the lock
 
 
+class HeldClaim:
+    """A claim taken by :func:`try_claim`, held until :meth:`release` (or until this process exits).
+
+    Release it from the thread that took it (re-entrancy is counted per thread)."""
+
+    def __init__(self, path: Path | None, fd: int | None = None, key: str | None = None):
+        self.path = path
+        self._fd = fd
+        self._key = key
+        self._released = False
+
+    def release(self) -> None:
+        """Give the claim up (its record is emptied: released cleanly); a second call does nothing."""
+        if self._released:
+            return
+        self._released = True
+        depth = _depths()
+        if self._key is not None and depth.get(self._key):
+            depth[self._key] -= 1
+            if not depth[self._key]:
+                depth.pop(self._key)
+        if self._fd is not None:
+            try:
+                os.ftruncate(self._fd, 0)
+            finally:
+                os.close(self._fd)     # closing drops the lock
+
+
+def try_claim(directory: str | Path, what: str = "run") -> HeldClaim | None:
+    """Take the claim on ``directory`` if no other process holds it now, without waiting.
+
+    Returns the :class:`HeldClaim` (release it when the work is done), or None while another live
+    process holds the claim.  A claim left by a dead holder is taken (and logged as recovered), as
+    :func:`claim` does.  With claims off (``HARNESS_CLAIMS=off``, a multi-process launch) every call
+    gets a handle that holds nothing; a claim this thread already holds is re-entered."""
+    if not claims_enabled():
+        return HeldClaim(None)
+    path = claim_path(directory)
+    depth = _depths()
+    key = str(path.resolve())
+    if depth.get(key):
+        depth[key] += 1
+        return HeldClaim(path, None, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        if not _try_lock(fd, path):
+            os.close(fd)
+            return None
+        _take(fd, directory, what)
+    except BaseException:
+        os.close(fd)
+        raise
+    depth[key] = 1
+    return HeldClaim(path, fd, key)
+
+
+def _depths() -> dict[str, int]:
+    depth: dict[str, int] = _held.__dict__.setdefault("depth", {})
+    return depth
+
+
+def _take(fd: int, directory: str | Path, what: str) -> None:
+    """Write this process's record into a claim whose lock it now holds (logging a dead holder's record)."""
+    stale = _read_fd(fd)
+    if stale:
+        # The lock is free but a record is left: its holder died without releasing.
+        log.warning("recovered the claim on %s left by %s (it exited without releasing)", directory,
+                    describe(stale))
+    _write_fd(fd, {"host": socket.gethostname(), "pid": os.getpid(), "what": what,
+                   "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
+
+
+def _try_lock(fd: int, path: Path) -> bool:
+    """Lock ``fd`` exclusively if no one else holds it; False when someone does."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    except OSError as exc:
+        if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+            raise ConfigError(f"cannot lock {path} ({exc.strerror}): this file system does not support "
+                              f"flock; set {SWITCH_ENV}=off and split work with --shard") from exc
+        raise
+
+
 def _acquire(fd: int, path: Path, what: str, timeout: float | None, poll: float) -> bool:
     start = time.monotonic()
     waited = False
     while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if _try_lock(fd, path):
             if waited:
                 log.info("took the claim on %s after waiting %.1fs", path, time.monotonic() - start)
             return waited
-        except BlockingIOError:
-            pass
-        except OSError as exc:
-            if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
-                raise ConfigError(f"cannot lock {path} ({exc.strerror}): this file system does not support "
-                                  f"flock; set {SWITCH_ENV}=off and split work with --shard") from exc
-            raise
         if not waited:
             log.info("waiting for %s: %s is claimed by %s", what, path, describe(_read_fd(fd)))
             waited = True
