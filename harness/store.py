@@ -40,6 +40,8 @@ RUN_FILE = "run.trec.gz"
 PER_QUERY_FILE = "per_query.tsv.gz"
 METRICS_FILE = "metrics.json"
 MANIFEST_FILE = "manifest.json"
+# What a result folder written before folders carried a record of their files may hold (harness.io.atomic).
+RESULT_FILES = (RUN_FILE, PER_QUERY_FILE, METRICS_FILE, MANIFEST_FILE)
 
 # A per-query value as repr(float) writes it (and any plain decimal): no spaces, underscores, nan or inf.
 _DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
@@ -177,8 +179,9 @@ def write_result(directory: str | Path, *, run: Run | None, evaluation: Evaluati
                  overwrite: bool = True) -> Path:
     """Write a complete result directory atomically and return its path.
 
-    An existing ``directory`` is replaced only if it is a previous harness result (and
-    ``overwrite``); an unrelated folder or a file there is refused, never deleted.
+    An existing ``directory`` is replaced only if it is a previous harness result holding nothing
+    else (and ``overwrite``); an unrelated folder, a file there, or a result a user added files to
+    (notes, figures) is refused, never deleted.
     """
     directory = Path(directory)
     for metric, values in evaluation.per_query.items():
@@ -194,7 +197,7 @@ def write_result(directory: str | Path, *, run: Run | None, evaluation: Evaluati
         "host": host_info(),
     }
     full_manifest.update(manifest or {})
-    with atomic_dir(directory, overwrite, is_ours=is_result_dir, what="a harness result") as tmp:
+    with atomic_dir(directory, overwrite, is_ours=is_result_dir, what="a harness result", owned=RESULT_FILES) as tmp:
         if run is not None:
             write_run(run, tmp / RUN_FILE)
         write_per_query(evaluation, tmp / PER_QUERY_FILE)
@@ -257,5 +260,6 @@ def is_result_dir(directory: str | Path) -> bool:
 
 def check_output_dir(directory: str | Path, overwrite: bool) -> None:
     """Before any compute: refuse an output path that is taken by something other than a
-    harness result, or by a harness result when ``overwrite`` is off."""
-    check_replaceable(directory, is_result_dir, "a harness result", overwrite)
+    harness result (a result holding files the harness did not write included), or by a harness
+    result when ``overwrite`` is off."""
+    check_replaceable(directory, is_result_dir, "a harness result", overwrite, owned=RESULT_FILES)

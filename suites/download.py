@@ -8,6 +8,11 @@ an archive, and only when everything verified is the temporary folder renamed to
 ``<cache>/<suite>/<dataset>``.  A failed or interrupted download leaves nothing in the
 cache (an older complete copy stays untouched until the new one has verified).
 
+A finished download carries the harness's record of its files (``.harness-files``, naming the
+download).  Only such a folder counts as cached, and ``--force`` replaces only such a folder
+holding nothing else; any other folder at ``<cache>/<suite>/<dataset>`` (your own copy, notes
+added to a download, one from an older version) is an error naming it, never used or deleted.
+
 Checksums
     Known checksums are data in the suite modules: BEIR's published MD5 of every zip
     (plus SHA-256 where established).  For files without a published checksum the
@@ -43,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from harness.errors import ConfigError, HarnessError, InputError
-from harness.io import atomic_write_json
+from harness.io import OutputExistsError, atomic_dir, atomic_write_json, read_record
 
 log = logging.getLogger("harness.download")
 LEDGER = "checksums.json"
@@ -208,18 +213,34 @@ class Ledger:
         atomic_write_json(self.path, dict(sorted(self.entries.items())))
 
 
+def is_download(folder: str | Path, key: str) -> bool:
+    """True for a folder :func:`fetch` wrote for ``key``: its record of files names that download."""
+    record = read_record(folder)
+    return record is not None and record.get("download") == key
+
+
 def fetch(files: Iterable[RemoteFile], dest: str | Path, *, cache: str | Path, key: str, force: bool = False) -> Path:
-    """Fetch, verify and unpack ``files`` into ``dest`` atomically; returns ``dest``."""
+    """Fetch, verify and unpack ``files`` into ``dest`` atomically; returns ``dest``.
+
+    A finished download carries the harness's record (:func:`harness.io.atomic.write_record`, naming
+    ``key``): only such a folder is returned as cached, and ``force`` replaces only such a folder, and
+    only while it holds nothing but the downloaded files.  Anything else at ``dest`` (a folder of your
+    own, an unverified copy) is an error naming it, never used or deleted."""
     dest, cache = Path(dest), Path(cache)
-    if dest.exists() and not force:
-        log.info("%s already cached in %s", key, dest)
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    what = f"a download of {key} by the harness"
+    if os.path.lexists(dest) and not (dest.is_dir() and not dest.is_symlink() and not any(dest.iterdir())):
+        if not is_download(dest, key):
+            raise OutputExistsError(f"{dest} exists but is not {what} (it has no download record: made by hand, "
+                                    f"by another tool or by an older version); refusing to use or replace it: move "
+                                    f"it away (or remove it), then download again")
+        if not force:
+            log.info("%s already cached in %s", key, dest)
+            return dest
     ledger = Ledger(cache)
     recorded: dict[str, str] = {}
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent))
     probing_done = False
-    try:
+    with atomic_dir(dest, overwrite=True, is_ours=lambda p: is_download(p, key), what=what,
+                    record={"download": key}) as tmp:
         for item in files:
             if item.probe and probing_done:
                 continue
@@ -243,17 +264,6 @@ def fetch(files: Iterable[RemoteFile], dest: str | Path, *, cache: str | Path, k
                 target = tmp / item.target
                 target.parent.mkdir(parents=True, exist_ok=True)
                 download_to.replace(target)
-        if dest.exists():
-            old = dest.with_name(f".{dest.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            dest.replace(old)
-            tmp.replace(dest)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.replace(dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     if recorded:
         ledger.entries.update(recorded)
         ledger.save()

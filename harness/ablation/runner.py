@@ -12,7 +12,8 @@ Results layout under ``results_root``::
 (the paths come from :mod:`harness.ablation.paths`, shared with the table layouts).
 
 Every directory is written atomically and finished cells are never redone, so a
-killed run resumes where it stopped, and ``--shard i/n`` lets several machines that
+killed run resumes where it stopped (and removes the temporary folders its killed writers left in
+``cells/``: :mod:`harness.io.stale`), and ``--shard i/n`` lets several machines that
 share ``results_root`` split the cells.  Each train cell, eval cell and dependency is claimed
 (:mod:`harness.io.claims`) while it is worked on: concurrent runs wait for it and reuse it.
 The table is produced once every cell of the suite has a result.
@@ -35,6 +36,7 @@ from harness.benchmark import LoadedBenchmark
 from harness.errors import ConfigError
 from harness.io import atomic_write_json, atomic_write_text
 from harness.io.claims import claim
+from harness.io.stale import sweep_stale_temps
 from harness.protocol import assert_comparable
 from harness.store import is_result_dir, load_result
 
@@ -97,6 +99,17 @@ class SuiteRun:
             self._eval_cells = expand_eval_cells(self.train_cells, self.config.benchmarks, cards)
         return self._eval_cells
 
+    def sweep_stale(self) -> list[Path]:
+        """Remove the temporary folders that killed writers left in ``cells/train`` and ``cells/eval``
+        (only those whose writers are known dead: :func:`harness.io.stale.sweep_stale_temps`)."""
+        if not self.train_cells:
+            return []
+        key = self.train_cells[0].key
+        removed = []
+        for parent in (train_cell_dir(self.root, key).parent, eval_cell_dir(self.root, key).parent):
+            removed += sweep_stale_temps(parent)
+        return removed
+
     def is_trained(self, cell: TrainCell) -> bool:
         return not cell.trains or (self.train_dir(cell) / "done.json").exists()
 
@@ -115,6 +128,7 @@ class SuiteRun:
         from harness.train.result import Checkpoint
 
         workdir = self.train_dir(cell)
+        sweep_stale_temps(workdir.parent, workdir.name)
         if (workdir / "done.json").exists():
             return Checkpoint.load(workdir)
         # Held while the cell trains (its dependencies too): another `harness run`, shard or executor on
@@ -122,6 +136,7 @@ class SuiteRun:
         with claim(workdir, f"training cell {cell.variant.id}"):
             if (workdir / "done.json").exists():
                 return Checkpoint.load(workdir)
+            sweep_stale_temps(workdir)      # e.g. the final model folder a killed run was writing
             return self._train_claimed(cell, workdir)
 
     def _train_claimed(self, cell: TrainCell, workdir: Path):
@@ -146,6 +161,7 @@ class SuiteRun:
     def evaluate(self, cell: EvalCell, ckpt=None) -> Path:
         """Evaluate one (training cell, benchmark) pair unless its result exists."""
         out = self.eval_dir(cell)
+        sweep_stale_temps(out.parent, out.name)        # a killed evaluation's half-written result folder
         if self.is_evaluated(cell):
             return out
         with claim(out, f"evaluating {cell.train.variant.id} on {cell.benchmark.id}"):
@@ -277,12 +293,12 @@ class SuiteRun:
         import shutil
 
         from harness.io import atomic_dir
-        from harness.store import MANIFEST_FILE, METRICS_FILE, PER_QUERY_FILE, is_result_dir
+        from harness.store import MANIFEST_FILE, METRICS_FILE, PER_QUERY_FILE, RESULT_FILES, is_result_dir
 
         for cell in self.eval_cells:
             source = self.eval_dir(cell)
             with atomic_dir(cell_result_dir(self.report_dir, cell.id, cell.benchmark.id),
-                            is_ours=is_result_dir, what="a harness result") as tmp:
+                            is_ours=is_result_dir, what="a harness result", owned=RESULT_FILES) as tmp:
                 for name in (PER_QUERY_FILE, METRICS_FILE, MANIFEST_FILE):
                     try:
                         os.link(source / name, tmp / name)
@@ -418,6 +434,8 @@ def run_suite(suite: AblationSuite, scale: str = "tiny", results_root: str | Pat
     runner = SuiteRun(suite, scale, results_root, cache_dir, progress)
     cells = select_cells(runner, shard, only)
     world, rank = _launch()
+    if rank == 0:
+        runner.sweep_stale()
     if world > 1:
         # Under ``accelerate launch``/``torchrun`` every process trains each cell together (DDP);
         # evaluation and the tables then run on the main process alone, so the other processes

@@ -75,7 +75,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--caption", default="", help="table caption (markdown/latex)")
     p.add_argument("--label", default="", help="LaTeX \\label")
     p.add_argument("--decimals", type=non_negative_int, default=1, help="decimals of table cells (values x100)")
-    p.add_argument("--output", type=Path, help="write here (atomically) instead of stdout")
+    p.add_argument("--output", type=Path,
+                   help="write here (atomically) instead of stdout; an existing file only with --overwrite")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     p.set_defaults(func=run)
 
 
@@ -192,6 +194,10 @@ def run(args: argparse.Namespace) -> int:
 
     if len(args.runs or args.results) < 2:
         raise ConfigError("give the baseline and at least one more run/result to compare")
+    if args.output:
+        from harness.io import check_new_file
+
+        check_new_file(args.output, args.overwrite)      # before any scoring
     if args.runs:
         runs, metrics = _evaluate_runs(args)
         results: SuiteResults = {None: runs}

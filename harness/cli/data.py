@@ -7,7 +7,9 @@ parsed by the suite's declared option schema; nothing here knows a particular su
 
 ``harness data download --suite S --dataset D [--cache DIR] [--base-url URL]`` fetches
 a dataset from its official location, verifies its checksum and caches it atomically
-(see :mod:`suites.download`).
+(see :mod:`suites.download`).  Only a folder carrying the harness's download record counts as
+cached; any other folder at ``<cache>/<suite>/<dataset>`` is an error naming it, never used or
+deleted (``--force`` included).
 """
 from __future__ import annotations
 
@@ -46,7 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                             "~/.cache/retrieval-harness/data)")
     d.add_argument("--base-url", default=None, help="mirror replacing the official host")
     d.add_argument("--with-corpus", action="store_true", help="MIRACL: also the passage corpus; MKQA: BEIR's NQ corpus")
-    d.add_argument("--force", action="store_true", help="download again even if cached")
+    d.add_argument("--force", action="store_true",
+                   help="download again even if cached, replacing the cached folder (only one the harness downloaded "
+                        "that holds nothing else; anything else there is refused, never deleted)")
     d.set_defaults(func=run_download)
 
 

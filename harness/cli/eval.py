@@ -50,10 +50,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="metric to report (repeatable; default: the suite's metrics, plus "
                         f"{', '.join(DEFAULT_METRICS)} for the generic protocol)")
     p.add_argument("--out", type=Path, default=None,
-                   help="result directory (default: results/<suite>/<dataset>/<model>); an existing folder is refused "
-                        "unless it is a previous harness result and --overwrite is given")
+                   help="result directory (default: results/<suite>/<dataset>/<model>); an existing folder, the "
+                        "default one too, is refused unless it is a previous harness result holding nothing else "
+                        "and --overwrite is given")
     p.add_argument("--overwrite", action="store_true",
-                   help="replace a previous harness result at --out (never anything else)")
+                   help="replace a previous harness result at --out or the default location (never a folder "
+                        "holding anything the harness did not write)")
     p.add_argument("--results-root", type=Path, default=Path("results"), help="root for default result directories")
     p.add_argument("--cache-dir", type=Path, default=None,
                    help="embedding/index cache (default: $HARNESS_CACHE or ~/.cache/retrieval-harness)")
@@ -99,6 +101,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.io import OutputExistsError
+    from harness.io.stale import sweep_stale_temps
     from harness.pipeline import LEXICAL_MODELS, ModelSpec, default_out_dir, evaluate_model, load_benchmark
     from harness.store import check_output_dir
 
@@ -137,9 +141,17 @@ def run(args: argparse.Namespace) -> int:
         if extra:
             loaded.card = loaded.card.with_(extra={**dict(loaded.card.extra), **extra})
     out = args.out or default_out_dir(args.results_root, loaded, spec)
-    # Before any compute.  The default location is the harness's own: a previous result there is
-    # replaced; an explicit --out replaces one only with --overwrite.  Nothing else is ever replaced.
-    check_output_dir(out, overwrite=args.overwrite or args.out is None)
+    # What a killed earlier eval of this folder left (its temporary folder, if its process is gone).
+    sweep_stale_temps(out.parent, out.name)
+    # Before any compute.  A previous result is replaced only with --overwrite, at --out and at the
+    # default location alike (a user may have kept it, or added notes to it); nothing else ever is.
+    try:
+        check_output_dir(out, overwrite=args.overwrite)
+    except OutputExistsError as exc:
+        if args.out is not None or "--overwrite" not in str(exc):
+            raise
+        raise OutputExistsError(f"{exc}, or --out DIR (or --results-root DIR) to store this result elsewhere "
+                                f"({out} is the default location of this model on this dataset)") from None
     cache = args.cache_dir or os.environ.get("HARNESS_CACHE")
     result = evaluate_model(spec, loaded, out, cache_dir=cache)
 

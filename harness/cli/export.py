@@ -5,7 +5,8 @@ cell's scores with the suite's comparisons (delta, CI, p, corrected p, significa
 ``--per-query`` every query's value and its difference to the baseline
 (:func:`harness.ablation.frames.suite_frame`).  ``harness export results DIR`` exports every stored
 result under a folder (:func:`harness.frames.results_frame`).  ``--output FILE`` is written
-atomically (a killed export leaves no partial file); CSV goes to stdout without it.
+atomically (a killed export leaves no partial file; an existing file is replaced only with
+``--overwrite``); CSV goes to stdout without it.
 """
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="output format (default: from the --output suffix, else csv)")
     p.add_argument("--per-query", action="store_true", help="one row per query and metric (default: aggregates)")
     p.add_argument("--output", "-o", type=Path, default=None,
-                   help="file to write (atomically); CSV goes to stdout without it, Parquet needs it")
+                   help="file to write (atomically); CSV goes to stdout without it, Parquet needs it; an existing "
+                        "file is refused without --overwrite")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -79,7 +82,11 @@ def write_frame(frame, fmt: str, output: Path | None) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    from harness.io import check_new_file
+
     fmt = output_format(args.format, args.output)
+    if args.output is not None:
+        check_new_file(args.output, args.overwrite)     # before reading any result
     if args.export_kind == "suite":
         from harness.ablation.frames import suite_frame
 

@@ -34,7 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     paper.add_argument("--format", choices=("latex", "markdown"), default=None,
                        help="output format (default: markdown, or none with --verify)")
     paper.add_argument("--verify", action="store_true", help="report derived values that disagree with the paper")
-    paper.add_argument("--output", type=Path, default=None, help="write the tables to this file instead of stdout")
+    paper.add_argument("--output", type=Path, default=None,
+                       help="write the tables to this file instead of stdout (an existing file: only with --overwrite)")
+    paper.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     paper.add_argument("--list", action="store_true", help="list the transcribed papers and their tables")
     paper.set_defaults(func=run_paper)
 
@@ -49,9 +51,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     suite.add_argument("--results-root", type=Path, default=Path("results"), help="the suite's results directory")
     suite.add_argument("--layout", default=None, help="layout name (default: the suite's default layout)")
     suite.add_argument("--format", choices=("latex", "markdown"), default="markdown")
-    suite.add_argument("--output", type=Path, default=None, help="write the table to this file instead of stdout")
+    suite.add_argument("--output", type=Path, default=None,
+                       help="write the table to this file instead of stdout (an existing file: only with --overwrite)")
     suite.add_argument("--figure", type=Path, default=None, metavar="STEM",
-                       help="weights layouts: also write a bar chart to STEM.png and STEM.pdf")
+                       help="weights layouts: also write a bar chart to STEM.png and STEM.pdf (existing ones: only "
+                            "with --overwrite)")
+    suite.add_argument("--overwrite", action="store_true", help="replace an existing --output file or figure")
     suite.add_argument("--list", action="store_true", help="list the suite's layouts")
     suite.add_argument("--html", action="store_true",
                        help="write the suite's HTML report to <results-root>/suites/<suite>/<scale>/html instead")
@@ -88,7 +93,7 @@ def verify_report(specs) -> str:
 
 def run_paper(args: argparse.Namespace) -> int:
     from harness.errors import ConfigError
-    from harness.io import atomic_write_text
+    from harness.io import atomic_write_text, check_new_file
     from reports.latex import render_latex
     from reports.markdown import render_markdown
     from reports.papers import load_tables, to_table
@@ -98,6 +103,8 @@ def run_paper(args: argparse.Namespace) -> int:
         return 0
     if not args.paper:
         raise ConfigError("name a paper (id or short name), or use --list")
+    if args.output is not None:
+        check_new_file(args.output, args.overwrite)
     specs = load_tables(args.paper, args.table)
     fmt = args.format or (None if args.verify else "markdown")
     if fmt is not None:
@@ -124,7 +131,7 @@ def run_suite_table(args: argparse.Namespace) -> int:
     from harness.ablation import load_suite
     from harness.ablation.layout import layout_figure, layout_names, render_layout
     from harness.ablation.paths import report_dir
-    from harness.io import atomic_write_text
+    from harness.io import atomic_write_text, check_new_file
     from reports.latex import render_latex
     from reports.markdown import render_markdown
     from reports.plots import save_figure
@@ -146,6 +153,11 @@ def run_suite_table(args: argparse.Namespace) -> int:
 
         print(f"HTML report: {write_cli_html(suite, args.scale, args.results_root)}", file=sys.stderr)
         return 0
+    outputs = [args.output] if args.output is not None else []
+    if args.figure is not None:
+        outputs += [args.figure.with_name(f"{args.figure.name}.{fmt}") for fmt in ("png", "pdf")]
+    for output in outputs:      # before rendering anything
+        check_new_file(output, args.overwrite)
     table = render_layout(suite, args.scale, args.results_root, args.layout)
     text = render_latex(table) if args.format == "latex" else render_markdown(table)
     if args.output is not None:

@@ -5,7 +5,10 @@ from harness.io.atomic import (
     atomic_write,
     atomic_write_json,
     atomic_write_text,
+    check_new_file,
     check_replaceable,
+    foreign_entries,
+    read_record,
 )
 from harness.io.files import open_text, sha256_file, sha256_files
 
@@ -15,7 +18,10 @@ __all__ = [
     "atomic_write",
     "atomic_write_json",
     "atomic_write_text",
+    "check_new_file",
     "check_replaceable",
+    "foreign_entries",
+    "read_record",
     "open_text",
     "sha256_file",
     "sha256_files",

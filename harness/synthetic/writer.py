@@ -42,11 +42,15 @@ def _write_json(path: Path, obj) -> None:
     path.write_text(json.dumps(obj, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
 
 
+# What a world written before folders carried a record of their files holds (harness.io.atomic).
+WORLD_FILES = ("world.json", "truth.json", "train/*", "eval/*")
+
+
 def write_world(world: World, directory: str | Path, overwrite: bool = True) -> Path:
     """Write ``world`` into ``directory`` atomically (built under a temporary name, then renamed)."""
     directory = Path(directory)
     with atomic_dir(directory, overwrite=overwrite, is_ours=lambda p: (p / "world.json").is_file(),
-                    what="a synthetic world written by the harness") as tmp:
+                    what="a synthetic world written by the harness", owned=WORLD_FILES) as tmp:
         for name, data in world.domains.items():
             _write_lines(tmp / "train" / f"{name}.jsonl", (_dumps(row) for row in data.train_rows))
             ev = tmp / "eval" / name

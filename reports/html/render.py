@@ -2,7 +2,8 @@
 (template, CSS and JS inline; every text autoescaped by Jinja2) and ``assets/`` (the plots).
 
 The folder is written atomically (:func:`harness.io.atomic_dir`); an existing folder is replaced
-only when it is a report this module wrote (its ``index.html`` carries :data:`GENERATOR`).
+only when it is a report this module wrote (its ``index.html`` carries :data:`GENERATOR`) and holds
+nothing else (a user's file beside it makes the folder theirs: refused).
 """
 from __future__ import annotations
 
@@ -50,7 +51,9 @@ def write_html(report: HtmlReport, out_dir: str | Path) -> Path:
     """Write ``out_dir/index.html`` and ``out_dir/assets/*`` atomically; returns the index path."""
     out_dir = Path(out_dir)
     page = render_html(report)
-    with atomic_dir(out_dir, is_ours=is_report_dir, what="an HTML suite report") as tmp:
+    # owned: what a report written before folders carried a record of their files holds (harness.io.atomic)
+    with atomic_dir(out_dir, is_ours=is_report_dir, what="an HTML suite report",
+                    owned=(INDEX, f"{ASSETS}/*")) as tmp:
         for plot in report.plots:
             with atomic_write(tmp / ASSETS / plot.file, "wb") as handle:
                 handle.write(plot.data)
