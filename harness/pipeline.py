@@ -166,12 +166,24 @@ def load_benchmark(dataset_dir: str | Path, suite: str | None = None, **options:
 
 def _slug(name: str) -> str:
     path = Path(name)
-    base = path.name if path.exists() else name
+    try:
+        base = path.name if path.exists() else name
+    except OSError:         # a name too long for the file system is no folder
+        base = name
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in base).strip("-") or "model"
 
 
 def default_out_dir(results_root: str | Path, loaded: LoadedBenchmark, spec: ModelSpec) -> Path:
-    return Path(results_root) / _slug(loaded.card.suite) / _slug(loaded.name) / _slug(spec.name)
+    """``<results root>/<suite>/<dataset>/<model>``, each part one safe folder name (a model or dataset
+    named ``..``, ``.hidden`` or in another script never leads elsewhere)."""
+    from harness.io.paths import MAX_COMPONENT_CHARS, child_of
+
+    def folder(name: str) -> str:
+        text = "".join(c if c.isascii() else "-" for c in _slug(name)).lstrip(".-")
+        return text[:MAX_COMPONENT_CHARS].strip("-") or "model"
+
+    return child_of(results_root, folder(loaded.card.suite), folder(loaded.name), folder(spec.name),
+                    what="result folder")
 
 
 __all__ = ["ModelSpec", "build_encoder", "retrieve", "evaluate_model", "load_benchmark", "default_out_dir",

@@ -49,6 +49,7 @@ from pathlib import Path, PurePosixPath
 
 from harness.errors import ConfigError, HarnessError, InputError
 from harness.io import OutputExistsError, atomic_dir, atomic_write_json, read_record
+from harness.io.paths import child_of
 
 log = logging.getLogger("harness.download")
 LEDGER = "checksums.json"
@@ -360,4 +361,5 @@ def download_dataset(suite: str, dataset: str | None = None, *, cache: str | Pat
         files, name = dureader_files(base_url), "dureader-retrieval"
     else:
         raise ConfigError(f"suite {suite!r} has no download source (beir, miracl, mkqa, cmteb, dureader)")
-    return fetch(files, cache / suite / name, cache=cache, key=f"{suite}/{name}", force=force)
+    # the dataset comes from the command line (--dataset): one folder below the cache, never ../elsewhere
+    return fetch(files, child_of(cache, suite, name, what="dataset"), cache=cache, key=f"{suite}/{name}", force=force)

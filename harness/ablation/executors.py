@@ -33,6 +33,7 @@ from typing import Any
 from harness.ablation.cells import TrainCell
 from harness.ablation.runner import SuiteRun
 from harness.errors import ConfigError
+from harness.io.paths import child_of
 from harness.keys import content_key
 from harness.method import train_run_config
 
@@ -316,7 +317,8 @@ def _submitit(runner: SuiteRun, units: list[Unit], options: GridOptions) -> Fail
     except ImportError:
         raise ConfigError("--executor submitit needs the optional extra 'cluster' "
                           "(pip install 'retrieval-harness[cluster]', or scripts/setup.sh --dev)") from None
-    folder = options.folder or options.results_root / "submitit" / runner.suite.name / runner.scale
+    folder = options.folder or child_of(options.results_root, "submitit", runner.suite.name, runner.scale,
+                                        what="suite or scale name")
     executor = submitit.AutoExecutor(folder=str(folder))
     params: dict[str, Any] = {"name": f"harness-{runner.suite.name}", "timeout_min": options.timeout_min}
     if executor.cluster == "slurm":

@@ -42,7 +42,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.ablation.paths import cell_result_dir, read_summary, report_dir  # noqa: F401 (read_summary: re-exported)
+from harness.ablation.paths import (  # noqa: F401 (read_summary: re-exported)
+    cell_result_dir,
+    read_summary,
+    report_dir,
+    train_cell_dir,
+)
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError, InputError
 from harness.io.readers import read_json_object
@@ -321,7 +326,7 @@ def suite_weights(suite: AblationSuite, scale: str, results_root: str | Path,
     for v in variants:
         if suite.variant(v).method == "none":
             raise ConfigError(f"variant {v!r} is not trained; it has no dataset weights")
-        run = Path(results_root) / "cells" / "train" / keys[v]
+        run = train_cell_dir(results_root, keys[v])
         exported = run / "method" / "weights.json"
         if exported.exists():
             out[v] = _weights(exported)

@@ -62,8 +62,11 @@ class Problems:
         self.items: list[Problem] = []
 
     def add(self, keypath: KeyPath, message: str, at: KeyPath | None = None) -> None:
-        """A problem reported at ``keypath``; its line is that of ``at`` (default: ``keypath``)."""
-        self.items.append(Problem(tuple(keypath), message, self.line(keypath if at is None else at)))
+        """A problem reported at ``keypath``; its line is that of ``at`` (default: ``keypath``).  The same
+        problem found twice (by the file's reader and the plan's validator) is listed once."""
+        problem = Problem(tuple(keypath), message, self.line(keypath if at is None else at))
+        if problem not in self.items:
+            self.items.append(problem)
 
     def line(self, keypath: KeyPath) -> int | None:
         """The line of ``keypath``, else of its nearest enclosing key that has one."""

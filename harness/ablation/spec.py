@@ -59,6 +59,13 @@ Strings may use ``{shared}`` (the real-data root: ``$HARNESS_SHARED_DATA`` or
 ``../shared/data`` beside the repository) and ``synthetic:<preset>[/sub/path]``
 (the synthetic world of that preset, generated on first use).  The same file runs
 at every scale; a scale a suite does not define is refused with a clear error.
+
+Names that become folders under the results root (the suite ``name``, variant and
+benchmark ``id``s, scale names, layout names, training-data ``name``s, and the cell
+ids the axes generate from them) must each be one safe path component
+(:func:`harness.io.paths.check_component`: ASCII letters, digits and ``. _ - + @ =``,
+not starting with ``.`` or ``-``, at most 128 characters); anything else is a problem
+reported at its line with the file's other problems, before anything is run.
 """
 from __future__ import annotations
 
@@ -69,6 +76,7 @@ from typing import Any
 
 from harness.ablation.problems import Problems
 from harness.errors import ConfigError, InputError
+from harness.io.paths import check_component
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "suites" / "ablations"
 NO_TRAINING = "none"
@@ -331,6 +339,25 @@ class _Reader:
             return default
         return str(value)
 
+    def name(self, container: dict, key: str, keypath: tuple, what: str, default: Any = None,
+             required: bool = False) -> str | None:
+        """A name that becomes a folder under the results root (a suite name, variant or benchmark id): text
+        (a number is taken as its digits) that must be one safe path component; a problem at its line
+        otherwise.  The name is returned even then, so that references to it do not add problems."""
+        value = self.text(container, key, keypath, default, required, names=True)
+        if value is not None and key in container and container[key] is not None:
+            self.component(value, keypath + (key,), what)
+        return value
+
+    def component(self, value: str, keypath: tuple, what: str) -> bool:
+        """Whether ``value`` is one safe path component (a problem at ``keypath`` if not)."""
+        try:
+            check_component(value, what)
+        except ConfigError as exc:
+            self.problems.add(keypath, str(exc))
+            return False
+        return True
+
     def integer(self, container: dict, key: str, keypath: tuple, minimum: int, default: int | None = None
                 ) -> int | None:
         value = container.get(key, default)
@@ -381,7 +408,7 @@ def parse_suite(raw: Any, path: Path | None = None, lines: dict | None = None,
     for key in ("name", "baseline", "variants", "scales"):
         if key not in raw:
             problems.add((), f"missing top-level key {key!r}")
-    name = r.text(raw, "name", (), default="", names=True)
+    name = r.name(raw, "name", (), "suite name", default="")
     version = r.integer(raw, "version", (), minimum=1, default=1)
     description = raw.get("description", "")
     if not isinstance(description, (str, type(None))):
@@ -406,6 +433,7 @@ def parse_suite(raw: Any, path: Path | None = None, lines: dict | None = None,
         if isinstance(raw["scales"], dict) and not scales_raw:
             problems.add(("scales",), "'scales' must map scale names (tiny, small, paper) to their settings")
         for sname, cfg in scales_raw.items():
+            r.component(str(sname), ("scales", sname), "scale name")
             scale = _scale(str(sname), cfg, r)
             if scale is not None:
                 scales[str(sname)] = scale
@@ -435,7 +463,7 @@ def _variant(v: Any, keypath: tuple, r: _Reader) -> Variant | None:
         r.problems.add(keypath, f"a variant must be a mapping with 'id' and 'method', got {_show(v)}")
         return None
     r.mapping(v, keypath, VARIANT_KEYS)
-    vid = r.text(v, "id", keypath, required=True, names=True)
+    vid = r.name(v, "id", keypath, "variant id", required=True)
     method = r.text(v, "method", keypath, required=True)
     label = r.text(v, "label", keypath, default=vid, names=True)
     model = r.text(v, "model", keypath)
@@ -641,6 +669,7 @@ def _scale(name: str, cfg: Any, r: _Reader) -> ScaleConfig | None:
             r.mapping(entry, where, DATA_KEYS)
             if "path" not in entry:
                 r.problems.add(where, "a data entry mapping needs 'path'")
+            r.name(entry, "name", where, "training data name")   # mined pools are files named after it
         elif not isinstance(entry, str):
             r.problems.add(where, f"expected a path or a mapping with 'path', got {_show(entry)}")
     train = r.train(cfg.get("train"), keypath + ("train",))
@@ -651,7 +680,7 @@ def _scale(name: str, cfg: Any, r: _Reader) -> ScaleConfig | None:
             r.problems.add(where, f"a benchmark must be a mapping with 'id', 'suite' and 'dataset_dir', got {_show(b)}")
             continue
         r.mapping(b, where, BENCHMARK_KEYS)
-        bid = r.text(b, "id", where, required=True, names=True)
+        bid = r.name(b, "id", where, "benchmark id", required=True)
         suite = r.text(b, "suite", where, required=True)
         dataset_dir = r.text(b, "dataset_dir", where, required=True)
         if bid is None or suite is None or dataset_dir is None:
@@ -726,6 +755,7 @@ def _table(value: Any, r: _Reader) -> None:
     table = r.mapping(value, ("table",), TABLE_KEYS)
     for name, layout in r.mapping(table.get("layouts"), ("table", "layouts")).items():
         where = ("table", "layouts", name)
+        r.component(str(name), where, "layout name")
         layout = r.mapping(layout, where, LAYOUT_KEYS)
         for scale, cfg in r.mapping(layout.get("scales"), where + ("scales",)).items():
             r.mapping(cfg, where + ("scales", scale), LAYOUT_SCALE_KEYS)

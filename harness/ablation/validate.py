@@ -12,7 +12,10 @@ every problem reported in one :class:`~harness.ablation.problems.SuitePlanError`
   ``synthetic:`` specs resolve to a world);
 * training data entries (they exist) and models (:func:`harness.encoders.model_check.check_model`:
   files present, no weights loaded);
-* table layouts.
+* table layouts;
+* the cell ids the axes generate (``<variant>@<param>=<value>@seed=<s>@step=<n>``): each names a
+  result folder, so each must be one safe path component, like the declared ids
+  (:func:`harness.io.paths.check_component`, checked when the file was read).
 
 The file-level checks (unknown keys, types, stats settings) already ran when the suite
 was parsed.  With ``check_resources=False`` (the dry run of a GPU-only scale, planned on
@@ -27,7 +30,8 @@ from harness.ablation.layout import layout_names, load_layout
 from harness.ablation.problems import KeyPath, Problems
 from harness.ablation.resolve import SYNTHETIC_PREFIX, resolve_data_entry, resolve_path, substitute, unresolved
 from harness.ablation.spec import NO_TRAINING, AblationSuite, closest
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError
+from harness.io.paths import check_component
 from harness.pipeline import LEXICAL_MODELS
 
 
@@ -57,6 +61,7 @@ def validate_plan(suite: AblationSuite, scale: str, *, check_resources: bool = T
     if problems is None:
         problems = Problems(suite.path, _lines(suite))
     _metrics(suite, problems)
+    _names(suite, scale, problems)
     models: dict[str, KeyPath] = {cfg.model: ("scales", scale, "model")}
     for i, variant in enumerate(suite.variants):
         where: KeyPath = ("variants", i)
@@ -64,6 +69,7 @@ def validate_plan(suite: AblationSuite, scale: str, *, check_resources: bool = T
         if own_model:
             at = ("scales", scale, "model") if variant.scales.get(scale, {}).get("model") else ("model",)
             models.setdefault(own_model, where + at)
+        _cell_ids(suite, scale, i, problems)
         if variant.method != NO_TRAINING:
             _variant(suite, scale, i, problems, build_specs)
     for j, bench in enumerate(cfg.benchmarks):
@@ -97,6 +103,58 @@ def _metrics(suite: AblationSuite, problems: Problems) -> None:
             parse_metric(name)
         except HarnessError as exc:
             problems.add(("metrics", i), str(exc))
+
+
+def _names(suite: AblationSuite, scale: str, problems: Problems) -> None:
+    """The names that become folders (suite, scale, variant and benchmark ids): the file's reader checked
+    them already (the same problems, added once), a suite built in code is checked here."""
+    checks: list[tuple[KeyPath, object, str]] = [(("name",), suite.name, "suite name"),
+                                                  (("scales", scale), scale, "scale name")]
+    checks += [(("variants", i, "id"), v.id, "variant id") for i, v in enumerate(suite.variants)]
+    checks += [(("scales", scale, "benchmarks", j, "id"), b.id, "benchmark id")
+               for j, b in enumerate(suite.scale(scale).benchmarks)]
+    for keypath, name, what in checks:
+        try:
+            check_component(name, what)
+        except ConfigError as exc:
+            problems.add(keypath, str(exc))
+
+
+def _cell_ids(suite: AblationSuite, scale: str, i: int, problems: Problems) -> None:
+    """The ids of variant ``i``'s cells at ``scale`` (sweep points, seeds, listed checkpoint steps) must be
+    safe folder names: a sweep over ``options.a/b``, or a long id whose ``@seed=...`` suffix crosses the length
+    cap, is a problem at the line of the variant's axis (``checkpoints: {every: n}`` steps depend on the run's
+    length: :mod:`harness.ablation.paths` refuses a bad one before anything is written)."""
+    from harness.ablation.axes import replicates, systems_of
+
+    variant = suite.variants[i]
+    where: KeyPath = ("variants", i)
+    if not _is_component(variant.id):
+        return      # the declared id itself: reported where the file was read
+    for system in systems_of(variant):
+        for replicate in replicates(suite, system, scale):
+            ids = [replicate.id]
+            steps = replicate.checkpoints.steps if replicate.checkpoints is not None else ()
+            if steps:
+                ids.append(f"{replicate.id}@step={max(steps)}")
+            for cid in ids:
+                try:
+                    check_component(cid, f"cell id of variant {variant.id!r}")
+                except ConfigError as exc:
+                    at = ("sweep",) if not _is_component(system.id) else \
+                         ("seeds",) if not _is_component(replicate.id) and variant.seeds is not None else \
+                         ("checkpoints",) if _is_component(replicate.id) and variant.checkpoints is not None else \
+                         ("id",)
+                    problems.add(where + at, str(exc))
+                    return      # one problem per variant: its other cells share the cause
+
+
+def _is_component(name: str) -> bool:
+    try:
+        check_component(name, "name")
+    except ConfigError:
+        return False
+    return True
 
 
 def _variant(suite: AblationSuite, scale: str, i: int, problems: Problems, build_spec: bool) -> None:

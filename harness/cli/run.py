@@ -120,6 +120,7 @@ def _print_outcome(suite, args, outcome, runner=None) -> int:
 def _dry_run(suite, args) -> int:
     """Print the plan: text, or with ``--format json`` one JSON object (cells, dependencies, benchmarks)."""
     from harness.ablation.cells import content_key, train_run_config
+    from harness.ablation.paths import train_cell_dir
     from harness.ablation.resolve import resolve_data_entry, unresolved
     from harness.ablation.runner import SuiteRun
     from harness.method import get_method
@@ -177,7 +178,7 @@ def _dry_run(suite, args) -> int:
                     entry["dependencies"].append({"label": dep.label, "key": key, "shared_with": seen[key]})
                     continue
                 seen[key] = f"{cell.variant.id}/{dep.label}"
-                done = (runner.root / "cells" / "train" / key / "done.json").exists()
+                done = (train_cell_dir(runner.root, key) / "done.json").exists()
                 dep_line = f"    <- {dep.label}: method={dep.method} key={key} [{'done' if done else 'pending'}]"
                 dep_line += _describe(dep.spec)
                 dep_entry: dict = {"label": dep.label, "method": dep.method, "key": key,

@@ -183,6 +183,7 @@ class Mined(Method):
         from harness.data.collections import TrainingData
         from harness.data.training import read_training_rows
         from harness.io.claims import claim
+        from harness.io.paths import check_component
         from harness.keys import content_key
 
         opts = self.resolve_options(dict(spec.method_options))
@@ -196,7 +197,8 @@ class Mined(Method):
         for src in data.sources:
             key = content_key({"format": self.revision, "source": src.fingerprint, "name": src.name, "mining": mining})
             folder = root / key
-            out = folder / f"{src.name}.jsonl"
+            # the pool's files are named after the source (a domains.json key, a data entry's name): one component
+            out = folder / f"{check_component(src.name, 'training source name')}.jsonl"
             with claim(folder, f"mining {src.name} for {self.name}"):
                 if not out.is_file():
                     self._mine_source(src, out, opts)

@@ -28,6 +28,7 @@ from harness.ablation.layout import (
     results_table,
     train_keys,
 )
+from harness.ablation.paths import train_cell_dir
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError
 
@@ -80,7 +81,7 @@ def trace_path(suite: AblationSuite, scale: str, results_root: str | Path, varia
     keys = train_keys(read_summary(suite, scale, results_root))
     if variant not in keys:
         raise ConfigError(f"summary of suite {suite.name!r} ({scale}) has no cell for variant {variant!r}")
-    return Path(results_root) / "cells" / "train" / keys[variant] / "method" / TRACE
+    return train_cell_dir(results_root, keys[variant]) / "method" / TRACE
 
 
 @register_layout_kind("cluster-weights")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.ablation.layout import LayoutKind, TableLayout, read_summary, register_layout_kind, train_keys
+from harness.ablation.paths import train_cell_dir
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError, InputError
 
@@ -33,7 +34,7 @@ def mining_record(suite: AblationSuite, scale: str, results_root: str | Path, va
     keys = train_keys(read_summary(suite, scale, results_root))
     if variant not in keys:
         raise ConfigError(f"summary of suite {suite.name!r} ({scale}) has no cell for variant {variant!r}")
-    path = Path(results_root) / "cells" / "train" / keys[variant] / "method" / "mining.json"
+    path = train_cell_dir(results_root, keys[variant]) / "method" / "mining.json"
     if not path.is_file():
         raise ConfigError(f"{path}: variant {variant!r} has no mining report (is it a 'mined' run that mines?)")
     try:
