@@ -23,7 +23,7 @@ test: lint
 	HARNESS_REQUIRE_EXTRAS=1 $(VENV)/bin/python -m pytest -q
 
 test-slow: setup-dev
-	$(VENV)/bin/python -m pytest -q -m slow
+	HARNESS_REQUIRE_EXTRAS=1 $(VENV)/bin/python -m pytest -q -m slow
 
 # Refresh requirements.lock to the newest versions pyproject.toml allows (see scripts/lock.sh); then `make test`.
 lock:
