@@ -23,8 +23,7 @@ number of fields, separated by one space (or one tab, whichever the first line u
 """
 from __future__ import annotations
 
-import io
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,7 +116,8 @@ def _convert_options(types: dict) -> pacsv.ConvertOptions:
 
 def _read_table(data: bytes, names: Sequence[str], types: dict, delimiter: str, skip_rows: int = 0) -> pa.Table | None:
     try:
-        table = pacsv.read_csv(pa.py_buffer(data), read_options=_read_options(names, 1 << 26, skip_rows),
+        table = pacsv.read_csv(pa.BufferReader(_arrow_buffer(data)),  # not py_buffer: see _LineBlocks
+                               read_options=_read_options(names, 1 << 26, skip_rows),
                                parse_options=_parse_options(delimiter), convert_options=_convert_options(types))
     except (pa.ArrowException, ValueError):
         return None
@@ -159,37 +159,63 @@ class RunColumns:
     last_tag: str = ""
 
 
-class _CheckedStream(io.RawIOBase):
-    """The bytes of a (decompressed) file as pyarrow reads them, checked on the way through:
-    whether every ``\\r`` ends a ``\\r\\n`` (else pyarrow and trec_eval would split lines
-    differently).  ``head`` holds the bytes already read to find the first line."""
+class _LineBlocks:
+    """The (decompressed) bytes of a file in blocks of whole lines, each copied into memory that
+    pyarrow owns, checked on the way through: whether every ``\\r`` ends a ``\\r\\n`` (else pyarrow
+    and trec_eval would split lines differently).  ``head`` holds the bytes already read to find
+    the first line.
 
-    def __init__(self, source, head: bytes):
-        super().__init__()
+    The blocks are read here, on the calling thread, and handed to pyarrow as its own memory, so
+    that none of pyarrow's threads ever calls into Python or holds a Python object.  Handing it a
+    Python file instead (``pacsv.open_csv(python_file)``) let its read-ahead thread call the
+    file's ``read`` for blocks nobody would parse any more after a bad block had ended the loop,
+    and keep Python ``bytes`` behind every block, released on whichever pyarrow thread dropped the
+    block last.  When the command then exited at once (the line-by-line reader names the bad line
+    a moment later), such a thread entered the finalizing interpreter and the process died with
+    SIGABRT (``terminate called without an active exception``, ``Fatal Python error:
+    PyGILState_Release``) instead of exiting 2 with its one-line error."""
+
+    def __init__(self, source, head: bytes, block_size: int):
         self._source = source
-        self._pending = head
+        self._head = head
+        self._block_size = block_size
         self.cr = 0
         self.crlf = 0
         self._last = b""
 
-    def readable(self) -> bool:
-        return True
+    def _check(self, data: bytes) -> None:
+        self.cr += data.count(b"\r")
+        self.crlf += data.count(b"\r\n") + (self._last == b"\r" and data[:1] == b"\n")
+        self._last = data[-1:]
 
-    def readinto(self, buffer) -> int:
-        if self._pending:
-            data, self._pending = self._pending[:len(buffer)], self._pending[len(buffer):]
-        else:
-            data = self._source.read(len(buffer))
-        if data:
-            self.cr += data.count(b"\r")
-            self.crlf += data.count(b"\r\n") + (self._last == b"\r" and data[:1] == b"\n")
-            self._last = data[-1:]
-            buffer[:len(data)] = data
-        return len(data)
+    def __iter__(self) -> Iterator[pa.Buffer]:
+        carry, self._head = self._head, b""
+        self._check(carry)
+        while data := self._source.read(self._block_size):
+            self._check(data)
+            cut = data.rfind(b"\n") + 1
+            if not cut:                     # no line ends in this block: keep it for the next
+                carry += data
+                continue
+            yield _arrow_buffer(carry, memoryview(data)[:cut])
+            carry = data[cut:]
+        if carry:
+            yield _arrow_buffer(carry)
 
     @property
     def plain_lines(self) -> bool:
         return self.cr == self.crlf
+
+
+def _arrow_buffer(*parts: bytes | memoryview) -> pa.Buffer:
+    """``parts`` copied, one after the other, into one buffer that pyarrow allocated (``pa.py_buffer``
+    would keep the Python object and release it, under the GIL, wherever pyarrow drops the buffer)."""
+    buffer = pa.allocate_buffer(sum(len(part) for part in parts))
+    writer = pa.FixedSizeBufferWriter(buffer)
+    for part in parts:
+        writer.write(part)
+    writer.close()
+    return buffer
 
 
 def _open_with_head(path: Path):
@@ -210,8 +236,9 @@ def _open_with_head(path: Path):
 def read_run_columns(path: Path, block_size: int = 1 << 24) -> RunColumns | None:
     """Columns of a TREC run file (``qid Q0 docid rank score tag``), or None (use the slow reader).
 
-    The file streams through pyarrow's CSV reader block by block and only the ids' codes and the
-    scores are kept: peak memory is a few bytes per line plus one block, never the whole text.
+    The file goes through pyarrow's CSV reader block by block (``block_size`` bytes of whole lines,
+    read on this thread: see :class:`_LineBlocks`) and only the ids' codes and the scores are kept:
+    peak memory is a few bytes per line plus one block, never the whole text.
     """
     opened = _open_with_head(path)
     if opened is None:
@@ -223,7 +250,7 @@ def read_run_columns(path: Path, block_size: int = 1 << 24) -> RunColumns | None
         delimiter = _delimiter(head[:head.find(b"\n")] if b"\n" in head else head)
         if delimiter is None:
             return None
-        stream = _CheckedStream(source, head)
+        blocks = _LineBlocks(source, head, block_size)
         types = {"qid": pa.string(), "q0": pa.string(), "docid": pa.string(), "rank": pa.int64(),
                  "score": pa.float64(), "tag": pa.string()}
         query_chunks: list[pa.Array] = []
@@ -231,22 +258,24 @@ def read_run_columns(path: Path, block_size: int = 1 << 24) -> RunColumns | None
         score_chunks: list[np.ndarray] = []
         other: dict[str, set[str]] = {"q0": set(), "tag": set()}
         last_tag = ""
+        options = {"read_options": _read_options(RUN_COLUMNS, 1 << 20), "parse_options": _parse_options(delimiter),
+                   "convert_options": _convert_options(types)}
         try:
-            reader = pacsv.open_csv(io.BufferedReader(stream, 1 << 20),
-                                    read_options=_read_options(RUN_COLUMNS, block_size),
-                                    parse_options=_parse_options(delimiter), convert_options=_convert_options(types))
-            for batch in reader:
-                if not batch.num_rows:
+            for block in blocks:
+                # One block at a time, parsed in parallel 1 MiB pieces; its pieces joined into one batch.
+                table = pacsv.read_csv(pa.BufferReader(block), **options).combine_chunks()
+                del block
+                if not table.num_rows:
                     continue
-                query_chunks.append(pc.dictionary_encode(batch.column(0)))
-                doc_chunks.append(batch.column(2))
-                score_chunks.append(batch.column(4).to_numpy())
+                query_chunks.append(pc.dictionary_encode(table.column(0).chunk(0)))
+                doc_chunks.append(table.column(2).chunk(0))
+                score_chunks.append(table.column(4).chunk(0).to_numpy())
                 for name, index in (("q0", 1), ("tag", 5)):
-                    other[name].update(pc.unique(batch.column(index)).to_pylist())
-                last_tag = batch.column(5)[-1].as_py()
+                    other[name].update(pc.unique(table.column(index)).to_pylist())
+                last_tag = table.column(5)[-1].as_py()
         except (pa.ArrowException, ValueError, OSError):
             return None
-    if not doc_chunks or not stream.plain_lines:
+    if not doc_chunks or not blocks.plain_lines:
         return None
     if not all(_clean_values(pa.array(sorted(values), type=pa.string())) for values in other.values()):
         return None

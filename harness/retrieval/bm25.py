@@ -395,13 +395,14 @@ def _parallel_search(searcher: Any, analyzer: Any, texts: list[str], k: int,
     next_index = itertools.count()
     errors: list[BaseException] = []
     lock = threading.Lock()
+    stop = threading.Event()
     bar = tqdm(total=len(texts), desc="BM25 search", unit="q", disable=None, leave=False)
 
     def work() -> None:
         import jnius
 
         try:
-            while not errors and (i := next(next_index)) < len(texts):
+            while not errors and not stop.is_set() and (i := next(next_index)) < len(texts):
                 query = generator.buildQuery("contents", analyzer, texts[i])
                 # Jackson renders TopDocs as {"scoreDocs": [{"score", "doc", ...}]}, floats as
                 # the shortest decimal that identifies the float32, so float32(x) is exact.
@@ -429,6 +430,12 @@ def _parallel_search(searcher: Any, analyzer: Any, texts: list[str], k: int,
         for worker in workers:
             worker.join()
     finally:
+        # Interrupted (Ctrl-C lands in join): the others stop after their current query and are waited for,
+        # so that no thread attached to the JVM is inside a Java call while the interpreter finalizes.
+        stop.set()
+        for worker in workers:
+            if worker.is_alive():
+                worker.join()
         bar.close()
     if errors:
         raise errors[0]
