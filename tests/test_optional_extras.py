@@ -44,7 +44,9 @@ def test_zero_or_empty_means_not_required(seismic_missing, monkeypatch):
 
 
 def test_submodules_and_an_installed_extra(monkeypatch):
+    # Both names: an earlier test of the same run may have imported the submodule (then it is cached).
     monkeypatch.setitem(sys.modules, "playwright", None)
+    monkeypatch.setitem(sys.modules, "playwright.sync_api", None)
     monkeypatch.delenv(REQUIRE_ENV, raising=False)
     with pytest.raises(pytest.skip.Exception, match=r"playwright.sync_api: .*extra 'dev'"):
         require_extra("playwright.sync_api")
