@@ -61,8 +61,8 @@ from methods.uniform import _PAPER, _SMALL, _TINY
 
 if TYPE_CHECKING:
     from harness.data.collections import TrainingData
+    from harness.encoders.heads import Head
     from harness.train.context import EncodedBatch, LossOutput, TrainContext
-    from harness.train.heads import Head
     from harness.train.result import Checkpoint
     from harness.train.spec import TrainSpec
 

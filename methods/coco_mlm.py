@@ -36,9 +36,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.encoders.heads import DenseHead
 from harness.errors import ConfigError
 from harness.train import distributed as D
-from harness.train.heads import DenseHead
 
 IGNORE = -100
 

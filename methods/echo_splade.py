@@ -66,10 +66,10 @@ from harness.encoders.echo_inputs import (
     parse_template,
     text_token_ids,
 )
+from harness.encoders.heads import AGGREGATIONS, MarkedSparseHead
 from harness.encoders.sparse_echo import EchoSettings, check_causal_lm
 from harness.errors import ConfigError
 from harness.method import check_choice, register_method
-from harness.train.heads import AGGREGATIONS, MarkedSparseHead
 from methods.splade import Splade
 
 if TYPE_CHECKING:

@@ -43,11 +43,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from harness.encoders.heads import AGGREGATIONS, SparseHead
+from harness.encoders.heads import splade_pool as _head_pool
 from harness.errors import ConfigError
 from harness.method import Method, check_choice, register_method
 from harness.train import distributed as D
-from harness.train.heads import AGGREGATIONS, SparseHead
-from harness.train.heads import splade_pool as _head_pool
 
 if TYPE_CHECKING:
     from harness.encoders.base import Encoder

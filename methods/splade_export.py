@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
+from harness.encoders.heads import AGGREGATIONS
 from harness.encoders.refs import resolve_model
 from harness.errors import ConfigError
 from harness.io import atomic_dir, atomic_write_json
-from harness.train.heads import AGGREGATIONS
 
 MLM_MODULE = "sentence_transformers.sparse_encoder.models.MLMTransformer"
 POOLING_MODULE = "sentence_transformers.sparse_encoder.models.SpladePooling"

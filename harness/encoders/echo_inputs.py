@@ -21,7 +21,7 @@ second occurrence of the text; with ``include_eos`` also the other pooled pieces
 which is exactly echo's ``embed_mask``.  The plain (no echo) templates read the text once and pool it.
 
 For training, the pooling positions travel inside the attention mask (:func:`marked_mask`): 0 padding,
-1 read, 2 read and pooled (:data:`harness.train.heads.POOLED`); the representation head pools the 2s and
+1 read, 2 read and pooled (:data:`harness.encoders.heads.POOLED`); the representation head pools the 2s and
 the backbone sees the mask binarised.
 """
 from __future__ import annotations

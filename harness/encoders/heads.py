@@ -1,5 +1,8 @@
 """Representation heads: backbone outputs -> one representation per text.
 
+The engine place both inference (:mod:`harness.encoders.sparse`) and training
+(:mod:`harness.train.model`) use.
+
 A method picks its head with ``Method.representation_head(spec)`` (None: the dense
 head the spec describes).  A head also says which transformers class the backbone
 is loaded with (``backbone_kind``), because a sparse head needs vocabulary logits:
@@ -28,6 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from harness.encoders.backbone import load_backbone, resolve_model
 from harness.encoders.pooling import pool
 from harness.errors import ConfigError
 
@@ -174,9 +178,7 @@ def install_marked_mask_hook(backbone: nn.Module) -> None:
 
 def load_backbone_for(name: str, head: Head):
     """``(model, tokenizer, defaults)`` with the auto class ``head`` needs (``AutoModel`` for dense heads)."""
-    import transformers
-
-    from harness.encoders.backbone import load_backbone, resolve_model
+    import transformers  # lazy: importing transformers costs seconds; only loading a backbone needs it
 
     if head.backbone_kind == "base":
         return load_backbone(name)

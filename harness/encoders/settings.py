@@ -19,7 +19,7 @@ from harness.errors import ConfigError, InputError
 from harness.io import atomic_write_json
 
 ENCODER_CONFIG_FILE = "harness_encoder.json"
-# The term aggregations of sparse (SPLADE) models (harness.train.heads.AGGREGATIONS): a saved folder whose
+# The term aggregations of sparse (SPLADE) models (harness.encoders.heads.AGGREGATIONS): a saved folder whose
 # pooling is one of them holds a term-weight model, evaluated by the sparse path (harness.encoders.sparse).
 SPARSE_POOLING_MODES = ("max", "sum")
 

@@ -2,7 +2,7 @@
 
 :class:`SparseMLMEncoder` loads a model with ``transformers.AutoModelForMaskedLM`` and turns
 each text into one weight per vocabulary entry, ``log(1 + relu(logit))`` aggregated over the
-text's tokens by ``max`` or ``sum`` (the pooling of :class:`harness.train.heads.SparseHead`,
+text's tokens by ``max`` or ``sum`` (the pooling of :class:`harness.encoders.heads.SparseHead`,
 so training and evaluation share one implementation; padding is excluded, special tokens are
 kept).  Results are :class:`~harness.encoders.sparse_vectors.SparseVectors` (CSR), optionally
 pruned to the ``top_k`` largest weights per text.  Similarity is the plain dot product.
@@ -37,6 +37,7 @@ from harness.encoders.echo_inputs import (
     pad_id_of,
     text_token_ids,
 )
+from harness.encoders.heads import AGGREGATIONS, splade_pool
 from harness.encoders.hf import _DTYPE_NAMES, _pad_right, resolve_device, resolve_dtype
 from harness.encoders.model_check import check_model, has_tokenizer, load_errors
 from harness.encoders.settings import read_encoder_config
@@ -50,7 +51,6 @@ from harness.encoders.sparse_echo import (
 from harness.encoders.sparse_vectors import SparseVectors
 from harness.encoders.texts import detached
 from harness.errors import ConfigError, InputError
-from harness.train.heads import AGGREGATIONS, splade_pool
 
 DEFAULT_TOKEN_BUDGET = 8192     # tokens per forward: bounds the (tokens x vocabulary) logits in memory
 

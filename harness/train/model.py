@@ -16,8 +16,8 @@ import torch
 from torch import nn
 
 from harness.encoders.backbone import load_backbone, resolve_model
+from harness.encoders.heads import DenseHead, Head, load_backbone_for
 from harness.errors import ConfigError
-from harness.train.heads import DenseHead, Head, load_backbone_for
 from harness.train.spec import TrainSpec
 
 log = logging.getLogger(__name__)

@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
+from harness.encoders.heads import SparseHead
 from harness.errors import ConfigError
-from harness.train.heads import SparseHead
 from methods.splade import flops_lambda, flops_regularizer, l1_regularizer, splade_pool
 
 # S1: three tokens, vocabulary 4, the third is padding.

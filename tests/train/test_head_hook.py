@@ -10,10 +10,10 @@ import pytest
 import torch
 from trainutil import grads, load_tiny, make_data, make_tiny_bert, plain_step, step_context
 
+from harness.encoders.heads import DenseHead, SparseHead, splade_pool
 from harness.encoders.pooling import pool
 from harness.errors import ConfigError
 from harness.method import Method
-from harness.train.heads import DenseHead, SparseHead, splade_pool
 
 # Tiny models train fastest on one thread (the shared fixture in tests/conftest.py).
 pytestmark = pytest.mark.usefixtures("one_thread")
