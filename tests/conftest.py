@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 # Ablation suites become test items (pytest -m "ablation and <suite>" --scale tiny).
-pytest_plugins = ["suites.pytest_plugin"]
+pytest_plugins = ["harness.ablation.pytest_plugin"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Real data sits beside the repository (../shared/data); HARNESS_SHARED_DATA overrides.

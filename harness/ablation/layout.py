@@ -30,7 +30,7 @@ the sampling weights a method used or learned); a run without that file sampled
 its sources uniformly (from ``run.json``).
 
 Other kinds are plug-ins: a :class:`LayoutKind` subclass registered in :data:`LAYOUT_KINDS`
-(modules of the package ``reports.layouts``, the entry point group
+(modules of the package ``harness.ablation.layouts``, the entry point group
 ``retrieval_harness.layout_kinds``, or a ``module:Class`` reference as ``kind:``).  A kind
 reads its own settings from the layout's ``options:`` mapping (per scale:
 ``scales: {small: {options: ...}}`` updates it) and may also draw a figure.
@@ -85,7 +85,7 @@ def _set_kind_name(name: str, cls: type[LayoutKind]) -> None:
 
 
 LAYOUT_KINDS: Registry[type[LayoutKind]] = Registry(
-    "table layout kind", builtins=("reports.layouts",), group="retrieval_harness.layout_kinds",
+    "table layout kind", builtins=("harness.ablation.layouts",), group="retrieval_harness.layout_kinds",
     check=lambda obj: isinstance(obj, type) and issubclass(obj, LayoutKind), on_register=_set_kind_name)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reports.layouts.dro import WORST, add_worst_delta
+from harness.ablation.layouts.dro import WORST, add_worst_delta
 from reports.markdown import render_markdown
 from reports.table import Cell, Column, Row, Table
 

@@ -1,5 +1,5 @@
 """The DRO trace (method/dro_trace.npz) and its heat map: reports.plots_dro, the layout kinds of
-reports/layouts/dro.py (cluster-weights table and figure, refusals), ``harness table suite ... --figure``."""
+harness/ablation/layouts/dro.py (cluster-weights table and figure, refusals), ``harness table suite ... --figure``."""
 from __future__ import annotations
 
 import copy

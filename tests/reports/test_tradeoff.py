@@ -1,4 +1,4 @@
-"""Layout kind ``tradeoff`` (reports/layouts/tradeoff.py): a metric against a stored sparsity statistic.
+"""Layout kind ``tradeoff`` (harness/ablation/layouts/tradeoff.py): a metric against a stored sparsity statistic.
 
 These tests write finished-suite folders the way the runner does (summary.json and result
 directories through harness.store.write_result) with chosen numbers, so every value the table

@@ -1,6 +1,6 @@
 """``compare_suite(cells=...)``: a table that shows some cells is one family of exactly those cells.
 
-Layout tables (harness/ablation/layout.py, reports/layouts/breakdown.py) compare their cells in one
+Layout tables (harness/ablation/layout.py, harness/ablation/layouts/breakdown.py) compare their cells in one
 pass this way, so Holm's family, the draw count the family needs and the exact resolution of
 decisions at their threshold are the table's own (before, each column was compared alone at the
 default B and corrected afterwards, so a large layout got only the floor warning).

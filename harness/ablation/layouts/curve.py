@@ -27,7 +27,7 @@ from harness.ablation.axes import FinishedSuite, System, bold_by_value, systems_
 from harness.ablation.layout import LayoutKind, TableLayout, register_layout_kind
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError
-from reports.layouts.sweep import _check_options
+from harness.ablation.layouts.sweep import _check_options
 
 OPTIONS = ("variants", "level")
 
