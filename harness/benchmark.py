@@ -14,7 +14,8 @@ entry point group or a ``package.module:Class`` reference in a suite file.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -148,6 +149,24 @@ def dataset_stats(loaded: LoadedBenchmark) -> dict[str, Any]:
             value = loaded.meta[key]
             stats[key] = len(value) if isinstance(value, (dict, list)) and key == "candidates" else value
     return stats
+
+
+def data_hash(dataset: BeirDataset, answers: Mapping[str, Sequence[str]] | None = None,
+              extra: Iterable[str] = ()) -> str:
+    """SHA-256 over what is evaluated: corpus, queries, qrels, answers (and protocol extras): a card's
+    ``data_hash`` (the suites' loaders and the suite runner's seeded subsets both use it)."""
+    digest = hashlib.sha256()
+    digest.update(dataset.corpus.content_hash().encode())
+    digest.update(dataset.queries.content_hash().encode())
+    q = dataset.qrels
+    for qid, did, rel in zip(q.query_ids.tolist(), q.doc_ids.tolist(), q.relevance.tolist()):
+        digest.update(f"{qid}\x1f{did}\x1f{rel}\x1e".encode())
+    if answers:
+        for qid in sorted(answers):
+            digest.update(("\x1d" + qid + "\x1f" + "\x1f".join(answers[qid])).encode())
+    for item in extra:
+        digest.update(("\x1c" + item).encode())
+    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------------- registry

@@ -11,7 +11,7 @@ import numpy as np
 
 from harness.ablation.resolve import require_resolved, resolve_path
 from harness.ablation.spec import BenchmarkRef
-from harness.benchmark import LoadedBenchmark, get_suite
+from harness.benchmark import LoadedBenchmark, data_hash, get_suite
 
 SUBSET_SEED = 20240521
 
@@ -39,8 +39,6 @@ def load_benchmark_ref(ref: BenchmarkRef, metrics: list[str]) -> LoadedBenchmark
 def subset_benchmark(loaded: LoadedBenchmark, max_queries: int | None, corpus_sample: int | None) -> LoadedBenchmark:
     """Keep ``max_queries`` random judged queries, and all their judged documents plus
     ``corpus_sample`` random other documents (None: the whole corpus).  Seeded by the data hash."""
-    from suites.benchmarks._common import data_hash
-
     ds = loaded.dataset
     seed_base = loaded.card.data_hash
     qids = sorted(ds.qrels.query_list())

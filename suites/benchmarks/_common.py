@@ -7,15 +7,14 @@ when the folder has exactly one qrels file, otherwise the protocol's split is us
 """
 from __future__ import annotations
 
-import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from harness.benchmark import CARD_OPTIONS, BenchmarkSuite, LoadedBenchmark
+from harness.benchmark import CARD_OPTIONS, BenchmarkSuite, LoadedBenchmark, data_hash
 from harness.data.beir import BeirDataset, iter_jsonl, load_beir
 from harness.data.qrels import Qrels
 from harness.data.run import Run
@@ -117,23 +116,6 @@ def select_answers(rows: Mapping[str, Mapping[str, Any]], field: str) -> dict[st
 
 
 # --------------------------------------------------------------------------- hashes and cards
-def data_hash(dataset: BeirDataset, answers: Mapping[str, Sequence[str]] | None = None,
-              extra: Iterable[str] = ()) -> str:
-    """SHA-256 over what is evaluated: corpus, queries, qrels, answers (and protocol extras)."""
-    digest = hashlib.sha256()
-    digest.update(dataset.corpus.content_hash().encode())
-    digest.update(dataset.queries.content_hash().encode())
-    q = dataset.qrels
-    for qid, did, rel in zip(q.query_ids.tolist(), q.doc_ids.tolist(), q.relevance.tolist()):
-        digest.update(f"{qid}\x1f{did}\x1f{rel}\x1e".encode())
-    if answers:
-        for qid in sorted(answers):
-            digest.update(("\x1d" + qid + "\x1f" + "\x1f".join(answers[qid])).encode())
-    for item in extra:
-        digest.update(("\x1c" + item).encode())
-    return digest.hexdigest()
-
-
 def make_card(suite: str, dataset_name: str, split: str, dataset: BeirDataset, *, metrics: Sequence[str],
               answers: Mapping[str, Sequence[str]] | None = None, extra: Mapping[str, Any] | None = None,
               **fields: Any) -> ProtocolCard:
