@@ -18,6 +18,7 @@ quickstart: setup
 lint: setup-dev
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 test: lint
 	HARNESS_REQUIRE_EXTRAS=1 $(VENV)/bin/python -m pytest -q

@@ -1,231 +1,169 @@
-"""The layer rule, checked on the static import graph of the repository.
+"""The layer rule, checked by import-linter with the contracts in pyproject.toml (``[tool.importlinter]``).
 
-Layers (README, "Architecture"):
+Layers are folders (README, "Architecture"):
 
-* **engine**: ``harness`` minus the application modules; it holds every interface
-  (``harness.method``, ``harness.benchmark``, ``harness.registry``, ...);
-* **plug-ins**: ``methods``, ``suites``, ``reports``: implementations only;
-* **application**: ``harness.__main__``, ``harness.cli``, ``harness.ablation`` (suite runner), ``harness.regression``
-  (``harness check`` against ``suites/expected``), ``suites.pytest_plugin`` and ``reports.layouts`` (table layout
-  kinds: they read a finished suite through the runner's files and axes) and ``harness.results`` (the
-  DataFrame API over stored results and finished suites); they wire engine and plug-ins
-  together and may import everything.
+* **application**: ``harness/__main__.py``, ``harness/cli/``, ``harness/regression.py``, ``harness/results.py``
+  and ``harness/ablation/`` (the suite runner, its table layout kinds and its pytest plugin);
+* **engine**: every other child of ``harness/``; it holds every interface;
+* **plug-ins**: ``methods/``, ``suites/``, ``reports/``: implementations only.
 
-Rules: the engine imports no plug-in and no application module; a plug-in imports no
-application module; no two modules import each other, directly or through others.  Imports
-under ``if TYPE_CHECKING:`` are annotations only and do not count; imports inside functions do.
+The contracts: the engine imports no plug-in and no application module; a plug-in imports no
+application module; no folder loop; no import of another package's private (``_name``) module.
+Imports under ``if TYPE_CHECKING:`` are annotations only and do not count; imports inside
+functions do.  ``make lint`` runs the same contracts (``lint-imports``).
+
+Here: the contracts hold on the repository, and they fail on a copy of the repository with a
+planted upward import, a planted folder loop and a planted private import.  What import-linter's
+contracts do not express (a loop between a package and one of its own modules) is checked on
+grimp's import graph, the one import-linter builds.
 """
 from __future__ import annotations
 
-import ast
-from dataclasses import dataclass
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
+import tomllib
+
+importlinter = pytest.importorskip("importlinter", reason="import-linter is a dev dependency (make lint)")
+grimp = pytest.importorskip("grimp")
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "methods", "suites", "reports")
-PLUGINS = ("methods", "suites", "reports")
-APPLICATION = ("harness.__main__", "harness.cli", "harness.ablation", "harness.regression", "suites.pytest_plugin",
-               "reports.layouts", "harness.results")
 
 
-@dataclass(frozen=True)
-class Violation:
-    importer: str
-    imported: str
-    line: int
-    rule: str
-
-    def __str__(self) -> str:
-        return f"{self.importer}:{self.line} imports {self.imported} ({self.rule})"
-
-
-def module_files(root: Path, packages: tuple[str, ...]) -> dict[str, Path]:
-    """Module name -> file for every ``.py`` under the packages."""
-    out = {}
-    for package in packages:
-        for path in sorted((root / package).rglob("*.py")):
-            parts = list(path.relative_to(root).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            out[".".join(parts)] = path
-    return out
+def lint_imports(root: Path, *contracts: str) -> subprocess.CompletedProcess[str]:
+    """Run the ``lint-imports`` command on the packages under ``root`` with ``root/pyproject.toml``."""
+    command = [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; "
+               "sys.exit(lint_imports_command())", "--no-cache", "pyproject.toml"]
+    for contract in contracts:
+        command += ["--contract", contract]
+    env = {**os.environ, "PYTHONPATH": str(root), "COLUMNS": "200"}
+    return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300)
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
-def _imports(tree: ast.AST, module: str, is_package: bool) -> list[tuple[str, int]]:
-    """(imported module, line) for every import statement outside ``if TYPE_CHECKING:`` blocks."""
-    found: list[tuple[str, int]] = []
-
-    def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            for child in node.orelse:
-                visit(child)
-            return
-        if isinstance(node, ast.Import):
-            found.extend((alias.name, node.lineno) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:   # relative: resolve against this module's package
-                base = module.split(".") if is_package else module.split(".")[:-1]
-                base = base[:len(base) - node.level + 1]
-                prefix = ".".join(base + ([node.module] if node.module else []))
-            else:
-                prefix = node.module or ""
-            # ``from pkg import name``: the submodule pkg.name if there is one, else pkg itself
-            # (resolved in import_graph, which knows the modules).
-            found.extend((f"{prefix}\0{alias.name}", node.lineno) for alias in node.names)
-        for child in ast.iter_child_nodes(node):
-            visit(child)
-
-    visit(tree)
-    return found
-
-
-def import_graph(root: Path, packages: tuple[str, ...]) -> dict[str, dict[str, int]]:
-    """importer -> {imported module of the packages: first line}, over the packages' modules only."""
-    files = module_files(root, packages)
-    graph: dict[str, dict[str, int]] = {}
-    for module, path in files.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        edges: dict[str, int] = {}
-        for name, line in _imports(tree, module, path.name == "__init__.py"):
-            if "\0" in name:
-                prefix, attr = name.split("\0")
-                name = f"{prefix}.{attr}" if f"{prefix}.{attr}" in files else prefix
-            if name in files and name != module:
-                edges.setdefault(name, line)
-        graph[module] = edges
-    return graph
-
-
-def _within(module: str, prefixes: tuple[str, ...]) -> bool:
-    return any(module == p or module.startswith(p + ".") for p in prefixes)
-
-
-def layer(module: str, plugins: tuple[str, ...], application: tuple[str, ...]) -> str:
-    if _within(module, application):
-        return "application"
-    if _within(module, plugins):
-        return "plugin"
-    return "engine"
-
-
-def layer_violations(graph: dict[str, dict[str, int]], plugins: tuple[str, ...] = PLUGINS,
-                     application: tuple[str, ...] = APPLICATION) -> list[Violation]:
-    """Upward imports: engine -> plug-in or application, plug-in -> application."""
-    out = []
-    for importer, edges in sorted(graph.items()):
-        low = layer(importer, plugins, application)
-        for imported, line in sorted(edges.items()):
-            high = layer(imported, plugins, application)
-            if (low, high) in {("engine", "plugin"), ("engine", "application"), ("plugin", "application")}:
-                out.append(Violation(importer, imported, line, f"{low} must not import {high}"))
-    return out
-
-
-def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
-    """Strongly connected components with more than one module (Tarjan, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-    counter = 0
-    for start in sorted(graph):
-        if start in index:
-            continue
-        work = [(start, iter(sorted(graph[start])))]
-        index[start] = low[start] = counter
-        counter += 1
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = counter
-                    counter += 1
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph.get(child, {})))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                if len(component) > 1:
-                    found.append(sorted(component))
-    return found
+def contract_options() -> dict[str, dict]:
+    """The contracts of pyproject.toml by id."""
+    with open(ROOT / "pyproject.toml", "rb") as handle:
+        config = tomllib.load(handle)
+    return {c["id"]: c for c in config["tool"]["importlinter"]["contracts"]}
 
 
 # ---------------------------------------------------------------------- the repository
-def test_the_engine_imports_no_plugin_and_no_application_module():
-    graph = import_graph(ROOT, PACKAGES)
-    assert len(graph) > 100   # the walk really saw the repository
-    violations = layer_violations(graph)
-    assert not violations, "upward imports:\n" + "\n".join(map(str, violations))
+def test_the_contracts_hold_on_the_repository():
+    result = lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
 
 
-def test_no_import_cycles():
-    found = cycles(import_graph(ROOT, PACKAGES))
-    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+def test_the_engine_of_both_contracts_is_one_list():
+    """The layers contract names the engine's children of harness/; the plug-in contract forbids them
+    the plug-ins: both must name the same modules, or a new engine folder would escape one of them."""
+    options = contract_options()
+    layers = options["harness-layers"]["layers"]
+    engine_layer = {f"harness.{tail.strip()}" for tail in layers[-1].split(":")}
+    assert set(options["engine-no-plugins"]["source_modules"]) == engine_layer
+    application = {f"harness.{tail.strip()}" for layer in layers[:-1] for tail in layer.split("|")}
+    assert set(options["plugins-no-application"]["forbidden_modules"]) == application
 
 
-# ---------------------------------------------------------------------- the checker itself
-def _write(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+def test_no_module_imports_itself_through_others():
+    """No two modules import each other, directly or through others: also a package and one of its own
+    modules, which the sibling contract does not see (every module cycle has an edge a -> b with a chain
+    b -> a back)."""
+    graph = grimp.build_graph(*PACKAGES, exclude_type_checking_imports=True, cache_dir=None)
+    assert len(graph.modules) > 100   # the graph really holds the repository
+    loops = sorted((a, b) for a in graph.modules for b in graph.find_modules_directly_imported_by(a)
+                   if graph.chain_exists(importer=b, imported=a))
+    assert not loops, "import cycles through:\n" + "\n".join(f"{a} -> {b}" for a, b in loops)
 
 
-CLEAN = {
-    "eng/__init__.py": "",
-    "eng/core.py": "import json\n",
-    "eng/iface.py": "from eng.core import json\nfrom typing import TYPE_CHECKING\n"
-                    "if TYPE_CHECKING:\n    from plug.impl import Impl\n",
-    "eng/app/__init__.py": "",
-    "eng/app/cli.py": "from eng import iface\nimport plug.impl\n",
-    "plug/__init__.py": "",
-    "plug/impl.py": "from eng.iface import json\n",
-}
+# ---------------------------------------------------------------------- planted violations
+@pytest.fixture()
+def tree(tmp_path: Path) -> Path:
+    """A copy of the packages (their Python files) and of pyproject.toml."""
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package,
+                        ignore=lambda folder, names: [n for n in names if n == "__pycache__"
+                                                      or (not n.endswith(".py") and not (Path(folder) / n).is_dir())])
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
 
 
-def test_checker_accepts_a_layered_package(tmp_path):
-    _write(tmp_path, CLEAN)
-    graph = import_graph(tmp_path, ("eng", "plug"))
-    assert graph["eng.app.cli"] == {"eng.iface": 1, "plug.impl": 2}
-    assert "plug.impl" not in graph["eng.iface"]   # TYPE_CHECKING imports do not count
-    assert layer_violations(graph, ("plug",), ("eng.app",)) == []
-    assert cycles(graph) == []
+def plant(root: Path, module: str, line: str) -> None:
+    path = root / (module.replace(".", "/") + ".py")
+    if not path.exists():
+        path = root / module.replace(".", "/") / "__init__.py"
+    path.write_text(path.read_text(encoding="utf-8") + "\n\n" + line + "\n", encoding="utf-8")
 
 
-def test_checker_fails_on_a_planted_upward_import(tmp_path):
-    # A function-level import of a plug-in inside the engine, and a plug-in importing the application.
-    _write(tmp_path, {**CLEAN,
-                      "eng/core.py": "import json\n\ndef f():\n    from plug import impl\n    return impl\n",
-                      "plug/impl.py": "from eng.iface import json\nfrom eng.app.cli import iface\n"})
-    graph = import_graph(tmp_path, ("eng", "plug"))
-    found = {(v.importer, v.imported, v.line, v.rule) for v in layer_violations(graph, ("plug",), ("eng.app",))}
-    assert found == {("eng.core", "plug.impl", 4, "engine must not import plugin"),
-                     ("plug.impl", "eng.app.cli", 2, "plugin must not import application")}
+def broken_section(output: str, name: str) -> str:
+    """The report of one broken contract (from its title to the next title)."""
+    broken = output.split("Broken contracts", 1)[-1]
+    start = broken.find(name)
+    assert start >= 0, output
+    rest = broken[start + len(name):]
+    ends = [rest.find(f"\n{other}\n") for other in contract_names() if other != name]
+    ends = [e for e in ends if e >= 0]
+    return rest[:min(ends)] if ends else rest
 
 
-def test_checker_fails_on_a_planted_cycle(tmp_path):
-    # a -> b -> c -> a through a relative import, plus an unrelated edge d -> a.
-    _write(tmp_path, {"eng/__init__.py": "", "eng/a.py": "import eng.b\n", "eng/b.py": "from eng import c\n",
-                      "eng/c.py": "from .a import x\n", "eng/d.py": "import eng.a\n"})
-    assert cycles(import_graph(tmp_path, ("eng",))) == [["eng.a", "eng.b", "eng.c"]]
+def contract_names() -> list[str]:
+    return [c["name"] for c in contract_options().values()]
+
+
+def test_a_planted_upward_import_breaks_the_layer_contracts(tree):
+    # The engine importing a plug-in, inside a function (imports in functions count) ...
+    plant(tree, "harness.errors", "def _planted():\n    from reports import table\n    return table")
+    # ... and a plug-in importing the application.
+    plant(tree, "reports.markdown", "import harness.cli")
+    result = lint_imports(tree, "engine-no-plugins", "plugins-no-application", "harness-layers")
+    assert result.returncode == 1, result.stdout + result.stderr
+    names = contract_options()
+    engine = broken_section(result.stdout, names["engine-no-plugins"]["name"])
+    assert "harness.errors -> reports.table" in engine
+    plugins = broken_section(result.stdout, names["plugins-no-application"]["name"])
+    assert "reports.markdown -> harness.cli" in plugins
+
+
+def test_a_planted_engine_import_of_the_application_breaks_the_layers(tree):
+    plant(tree, "harness.store", "def _planted():\n    from harness.ablation import runner\n    return runner")
+    result = lint_imports(tree, "harness-layers")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "harness.store -> harness.ablation.runner" in result.stdout
+
+
+def test_a_planted_folder_loop_breaks_the_loop_contract(tree):
+    # harness.registry imports harness.errors; the planted import closes the loop.
+    plant(tree, "harness.errors", "import harness.registry")
+    result = lint_imports(tree, "no-folder-loop")
+    assert result.returncode == 1, result.stdout + result.stderr
+    section = broken_section(result.stdout, contract_options()["no-folder-loop"]["name"])
+    assert "No cycles are allowed in harness." in section
+    assert ".errors -> .registry" in section or ".registry -> .errors" in section
+
+
+def test_a_planted_loop_between_plugin_folders_breaks_the_plugin_contract(tree):
+    # methods may use reports (figures); reports importing methods closes a loop between the folders.
+    plant(tree, "reports.plots", "def _planted():\n    import methods.tdro\n    return methods.tdro")
+    result = lint_imports(tree, "plugin-folders")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "reports.plots -> methods.tdro" in result.stdout
+
+
+def test_a_planted_private_import_breaks_the_private_contract(tree):
+    plant(tree, "methods.tdro", "def _planted():\n    from suites.benchmarks import _common\n    return _common")
+    result = lint_imports(tree, "no-private-import")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "methods.tdro -> suites.benchmarks._common" in result.stdout
+
+
+def test_an_unclassified_engine_folder_breaks_the_exhaustive_layers(tree):
+    (tree / "harness" / "newfolder").mkdir()
+    (tree / "harness" / "newfolder" / "__init__.py").write_text("", encoding="utf-8")
+    result = lint_imports(tree, "harness-layers")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "harness.newfolder" in result.stdout
