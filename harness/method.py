@@ -66,6 +66,8 @@ import numpy as np
 from harness.errors import ConfigError
 from harness.io.claims import claim
 from harness.keys import content_key
+from harness.recipe import NoOptions, Preset, declaration_from_defaults, validate_options
+from harness.recipe import defaults as recipe_defaults
 from harness.registry import Registry
 from harness.train.outdir import DEPS_DIR, check_training_folder
 from harness.train.result import DONE_FILE, Checkpoint
@@ -102,6 +104,14 @@ class PlannedRun:
     frozen_forwards: int = 0
 
 
+def _preset_of(cls: type, value: Mapping[str, Any]) -> Preset:
+    """A class's own copy of a preset (no two classes share one); plain dicts (older plug-ins) become
+    presets whose values have no declared source."""
+    if isinstance(value, Preset):
+        return Preset(value, value.sources, value.default_source)
+    return Preset(value, default_source=f"undeclared: {cls.__qualname__}.presets")
+
+
 def _frozen(value: Any) -> Any:
     """A read-only deep view of plain configuration data (mappings become ``MappingProxyType``, lists
     tuples), copied so that no two classes share a mutable object."""
@@ -128,7 +138,12 @@ class Method:
     description: ClassVar[str] = ""
     # Read-only once the class exists (``__init_subclass__``): a preset shared by two methods (tDRO
     # reuses the uniform recipe) must not be changed through one of them.
-    presets: ClassVar[Mapping[str, Mapping[str, Any]]] = {}     # scale -> TrainSpec overrides
+    presets: ClassVar[Mapping[str, Mapping[str, Any]]] = {}     # scale -> TrainSpec overrides (recipe.Preset)
+    # The typed declaration of ``spec.method_options`` (a frozen dataclass of ``harness.recipe.option``
+    # fields: type, doc, choices, unit, range and the source of each default).  ``resolve_options``
+    # validates against it; ``default_options`` is derived from it (read-only).  A subclass that gives only
+    # a ``default_options`` dict (an older plug-in) gets an untyped declaration made from the dict.
+    Options: ClassVar[type] = NoOptions
     default_options: ClassVar[Mapping[str, Any]] = {}           # method_options and their defaults
     # Raised when a fix changes what the method trains from the same configuration: part of the run
     # keys from 2 on, so runs cached before the fix are not reused (train_run_config).
@@ -143,8 +158,11 @@ class Method:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls.presets = _frozen(cls.presets)
-        cls.default_options = _frozen(cls.default_options)
+        cls.presets = MappingProxyType({scale: _preset_of(cls, p) for scale, p in cls.presets.items()})
+        if "default_options" in cls.__dict__ and "Options" not in cls.__dict__:
+            cls.Options = declaration_from_defaults(cls.__name__, cls.default_options,
+                                                    f"undeclared: {cls.__qualname__}.default_options")
+        cls.default_options = _frozen(recipe_defaults(cls.Options))
 
     # ------------------------------------------------------------------ configuration
     @classmethod
@@ -161,12 +179,10 @@ class Method:
             overrides = {**overrides, "warmup_steps": round(base.warmup_steps * overrides["steps"] / base.steps)}
         return base.replace(**overrides) if overrides else base
 
-    def resolve_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(options) - set(self.default_options))
-        if unknown:
-            known = ", ".join(sorted(self.default_options)) or "(none)"
-            raise ConfigError(f"method {self.name!r}: unknown option(s) {', '.join(unknown)}; options: {known}")
-        return {**thawed(self.default_options), **options}
+    def resolve_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The declared defaults merged with ``options``, checked against ``Options`` (unknown names with a
+        did-you-mean, types, choices, ranges).  Subclasses add only cross-field checks."""
+        return validate_options(type(self).Options, options, owner=f"method {self.name!r}")
 
     def dataset_weights(self, spec: TrainSpec, data: TrainingData) -> np.ndarray:
         """Initial sampling weights: ``spec.dataset_weights`` (by source name), else uniform."""

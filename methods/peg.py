@@ -35,7 +35,8 @@ import torch
 import torch.nn.functional as F
 
 from harness.errors import ConfigError
-from harness.method import Method, check_choice, register_method
+from harness.method import Method, register_method
+from harness.recipe import option
 from harness.train.losses import reduce_losses
 
 if TYPE_CHECKING:
@@ -241,6 +242,39 @@ _TINY = {
 
 
 # ---------------------------------------------------------------------- the method
+_NO_CODE = "harness default: paper 002 releases no code (METHODS.md 3.3)"
+
+
+@dataclass(frozen=True)
+class PegOptions:
+    """PEG's ``method_options``: the loss's hyperparameters and its ablation switches."""
+
+    alpha: float = option(0.5, doc="momentum of the bias t (t = alpha * mean positive similarity + (1 - alpha) * t)",
+                          bounds="[0, 1]", source="paper 002 §3.1 (alpha = 0.5)")
+    beta: float = option(0.1, doc="margin of the batch threshold sigma = mean positive similarity - beta",
+                         unit="cosine similarity", source="paper 002 §3.1 (beta = 0.1)")
+    tau: float | None = option(None, doc="temperature of the PEG loss; null: the spec's temperature (which the "
+                                         "logged plain InfoNCE always uses)", bounds="(0, inf)",
+                               source="harness default: the spec's temperature (paper 002 §3.1: 0.01, the paper "
+                                      "preset's)")
+    a_mode: str = option("pos", doc="a_n = t + s(q, p) (pos, the paper's equation) or t + s(q, n) (neg, "
+                                    "CurricularFace)",
+                         choices=A_MODES, source="paper 002 §3.1 equation (METHODS.md 3.3)")
+    weight_queries: bool = option(True, doc="down-weight likely false positives (w_q); off: plain InfoNCE weights",
+                                  source="paper 002 §3.1 (the full loss)")
+    scale_negatives: bool = option(True, doc="scale hard negatives' logits by a_n; off: a_n = 1",
+                                   source="paper 002 §3.1 (the full loss)")
+    t_mode: str = option("momentum", doc="t updated by momentum each batch, or kept constant at t_init",
+                         choices=T_MODES, source="paper 002 §3.1 (momentum bias)")
+    t_init: float = option(0.0, doc="t0, or the constant t when t_mode is constant",
+                           source="paper 002 §3.1 (t^(0) = 0)")
+    statistics: str = option("global", doc="batch statistics over the all-gathered batch (global) or this rank's "
+                                           "queries (local)", choices=STATISTICS,
+                             source=_NO_CODE + "; the paper does not say, B counts the global batch")
+    record_query_weights: bool = option(False, doc="write w_q per training query to method/query_weights.tsv",
+                                        source="harness default: a diagnostic file, off unless asked for")
+
+
 @register_method("peg")
 class PEG(Method):
     """PEG's progressive loss on the trainer's InfoNCE candidates; vanilla InfoNCE with both ingredients off.
@@ -259,20 +293,13 @@ class PEG(Method):
 
     description = "PEG progressive loss (paper 002) and vanilla InfoNCE ablations"
     presets = {"tiny": _TINY, "small": _SMALL, "paper": _PAPER}
-    default_options = {"alpha": 0.5, "beta": 0.1, "tau": None, "a_mode": "pos", "weight_queries": True,
-                       "scale_negatives": True, "t_mode": "momentum", "t_init": 0.0, "statistics": "global",
-                       "record_query_weights": False}
+    Options = PegOptions
 
     def configure(self, ctx: TrainContext) -> None:
         opts = ctx.options
         if ctx.spec.similarity != "cos":
             raise ConfigError(f"method peg: its threshold and scaling are defined on cosine similarities; "
                               f"the spec asks for {ctx.spec.similarity!r}")
-        for key, choices in (("a_mode", A_MODES), ("t_mode", T_MODES), ("statistics", STATISTICS)):
-            check_choice("method peg", key, opts[key], choices)
-        for key in ("weight_queries", "scale_negatives", "record_query_weights"):
-            if not isinstance(opts[key], bool):
-                raise ConfigError(f"method peg: {key} must be true or false, got {opts[key]!r}")
         self.tau = float(ctx.spec.temperature if opts["tau"] is None else opts["tau"])
         if not 0.0 <= float(opts["alpha"]) <= 1.0 or not self.tau > 0:
             raise ConfigError(f"method peg: need 0 <= alpha <= 1 and tau > 0 (alpha={opts['alpha']}, tau={self.tau})")

@@ -18,7 +18,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "each with its description.")
     p.add_argument("kind", choices=KINDS, help="what to list")
     p.add_argument("--options", action="store_true",
-                   help="also show each method's options and defaults, or each suite's declared load options")
+                   help="also show each method's options (type, default, choices or range, unit, the source of the "
+                        "default, doc), or each suite's declared load options")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON: a list of {name, description} (with --options: and options) instead of lines")
     p.set_defaults(func=run)
 
 
@@ -49,13 +52,38 @@ def lines(kind: str, with_options: bool = False) -> list[str]:
 
 def _option_lines(kind: str, obj) -> list[str]:
     if kind == "methods":
-        return [f"{key}={value!r}" for key, value in obj.default_options.items()]
+        from harness.recipe import describe_options
+
+        return describe_options(obj)
     if kind == "suites":
         return [option.describe() for option in obj.options]
     return []
 
 
+def records(kind: str, with_options: bool = False) -> list[dict[str, object]]:
+    """What ``harness list KIND --json`` prints: ``{name, description}`` per entry, with ``options`` (methods:
+    the declared options, each with type, default, choices, unit, bounds, source and doc) when asked."""
+    reg = registry(kind)
+    items = reg.describe() if kind == "metrics" else sorted(reg.describe())
+    out: list[dict[str, object]] = []
+    for name, description in items:
+        record: dict[str, object] = {"name": name, "description": description}
+        if with_options and kind == "methods":
+            from harness.recipe import option_infos
+
+            record["options"] = [info.as_dict() for info in option_infos(reg.get(name).Options)]
+        elif with_options:
+            record["options"] = _option_lines(kind, reg.get(name))
+        out.append(record)
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.json:
+        import json
+
+        print(json.dumps(records(args.kind, args.options), indent=2, ensure_ascii=False, default=str))
+        return 0
     for line in lines(args.kind, args.options):
         print(line)
     return 0
