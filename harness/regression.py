@@ -38,6 +38,7 @@ import yaml
 from harness.errors import ConfigError, InputError
 from harness.io import OutputExistsError, atomic_write
 from harness.io.paths import check_component, child_of
+from harness.io.results_layout import MANIFEST_FILE
 from harness.store import git_commit, is_result_dir, load_result
 
 EXACT_DECIMALS = 4
@@ -271,7 +272,7 @@ def expand(command: list[str], out: Path, shared: Path) -> list[str]:
 
 
 def _manifest_stamp(result_dir: Path) -> int | None:
-    manifest = result_dir / "manifest.json"
+    manifest = result_dir / MANIFEST_FILE
     return manifest.stat().st_mtime_ns if manifest.exists() else None
 
 

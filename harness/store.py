@@ -34,12 +34,10 @@ from harness.errors import InputError
 from harness.evaluation_result import EvaluationResult
 from harness.io import atomic_dir, atomic_write, check_replaceable
 from harness.io.readers import check_id, iter_input_lines, read_json_object_text
+from harness.io.results_layout import MANIFEST_FILE, METRICS_FILE, PER_QUERY_FILE
+from harness.io.results_layout import RESULT_RUN_FILE as RUN_FILE
 from harness.protocol import ProtocolCard
 
-RUN_FILE = "run.trec.gz"
-PER_QUERY_FILE = "per_query.tsv.gz"
-METRICS_FILE = "metrics.json"
-MANIFEST_FILE = "manifest.json"
 # What a result folder written before folders carried a record of their files may hold (harness.io.atomic).
 RESULT_FILES = (RUN_FILE, PER_QUERY_FILE, METRICS_FILE, MANIFEST_FILE)
 

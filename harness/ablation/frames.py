@@ -31,6 +31,7 @@ from harness.ablation.spec import AblationSuite, load_suite
 from harness.errors import InputError
 from harness.evaluation_result import EvaluationResult
 from harness.io.readers import read_json_object
+from harness.io.results_layout import COMPARISONS_FILE
 from harness.store import StoredResult
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ PER_QUERY_COLUMNS = ["variant", "label", "benchmark", "query_id", "metric", "val
 
 
 def _comparisons(suite: AblationSuite, scale: str, results_root: str | Path) -> dict[str, Any]:
-    path = report_dir(results_root, suite.name, scale) / "comparisons.json"
+    path = report_dir(results_root, suite.name, scale) / COMPARISONS_FILE
     data = read_json_object(path, "suite comparisons")
     if not isinstance(data.get("comparisons"), list):
         raise InputError(path, "'comparisons' must be a list; rerun the suite to rewrite it")

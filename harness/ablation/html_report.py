@@ -20,6 +20,7 @@ from harness.ablation.paths import cell_result_dir, eval_cell_dir, report_dir
 from harness.ablation.spec import AblationSuite
 from harness.benchmark import LoadedBenchmark
 from harness.errors import ConfigError
+from harness.io.results_layout import CELL_RESULTS_DIR, COMPARISONS_FILE, HTML_DIR
 from harness.store import RUN_FILE, is_result_dir, load_result
 
 if TYPE_CHECKING:
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("harness.ablation")
 
-HTML_DIR = "html"
 Loader = Callable[[str], LoadedBenchmark]      # benchmark id -> the loaded benchmark (texts, qrels)
 
 
@@ -72,7 +72,7 @@ def suite_inputs(suite: AblationSuite, scale: str, results_root: str | Path, loa
 
     cfg = suite.scale(scale)
     folder = report_dir(results_root, suite.name, scale)
-    if not (folder / "comparisons.json").exists():
+    if not (folder / COMPARISONS_FILE).exists():
         raise ConfigError(f"{folder}: suite {suite.name!r} has no finished tables at scale {scale!r} "
                           f"(run: {suite_command(suite, scale, results_root)})")
     base = baseline_system(suite)
@@ -99,7 +99,7 @@ def suite_inputs(suite: AblationSuite, scale: str, results_root: str | Path, loa
                         result_dirs.setdefault((system.id, b.id), []).append(path)
                         run_files.setdefault((system.id, b.id), run)
     plots = sorted(p for p in folder.rglob("*.png")
-                   if p.relative_to(folder).parts[0] not in ("results", HTML_DIR) and not p.name.startswith("."))
+                   if p.relative_to(folder).parts[0] not in (CELL_RESULTS_DIR, HTML_DIR) and not p.name.startswith("."))
 
     texts = None
     if loader is not None:

@@ -6,7 +6,8 @@
         results/<variant>/<benchmark>/   the cell's result under a stable name
 
 The runner writes these folders and the table layouts read them back; both take the
-paths from here, so neither needs the other.  Every name joined here (suite, scale, variant and
+paths from here, so neither needs the other; the file names are those of
+:mod:`harness.io.results_layout`.  Every name joined here (suite, scale, variant and
 benchmark ids, cell keys) must be one safe path component and the folder must stay inside the
 results root (:func:`harness.io.paths.child_of`): a suite file's names are checked, with their
 line, when it is read (:mod:`harness.ablation.spec`), and a programmatic caller that skips that is
@@ -20,30 +21,36 @@ from typing import TYPE_CHECKING, Any
 from harness.errors import ConfigError, InputError
 from harness.io.paths import check_component, child_of
 from harness.io.readers import read_json_object
+from harness.io.results_layout import (
+    CELL_RESULTS_DIR,
+    CELLS_DIR,
+    EVAL_CELLS_DIR,
+    SUITES_DIR,
+    SUMMARY_FILE,
+    TRAIN_CELLS_DIR,
+)
 
 if TYPE_CHECKING:
     from harness.ablation.spec import AblationSuite
 
-SUMMARY_FILE = "summary.json"
-
 
 def train_cell_dir(results_root: str | Path, key: str) -> Path:
-    return child_of(results_root, "cells", "train", check_component(key, "training cell key"))
+    return child_of(results_root, CELLS_DIR, TRAIN_CELLS_DIR, check_component(key, "training cell key"))
 
 
 def eval_cell_dir(results_root: str | Path, key: str) -> Path:
-    return child_of(results_root, "cells", "eval", check_component(key, "evaluation cell key"))
+    return child_of(results_root, CELLS_DIR, EVAL_CELLS_DIR, check_component(key, "evaluation cell key"))
 
 
 def report_dir(results_root: str | Path, suite: str, scale: str) -> Path:
     """The folder of one suite's tables, summary and stable result names at one scale."""
-    return child_of(results_root, "suites", check_component(suite, "suite name"), check_component(scale, "scale"))
+    return child_of(results_root, SUITES_DIR, check_component(suite, "suite name"), check_component(scale, "scale"))
 
 
 def cell_result_dir(report_dir: str | Path, variant: str, benchmark: str) -> Path:
     """Where a finished suite exposes the result of ``variant`` on ``benchmark`` (stable across code changes
     that move content keys; tables and regression expectations read it)."""
-    return child_of(report_dir, "results", check_component(variant, "variant (cell) id"),
+    return child_of(report_dir, CELL_RESULTS_DIR, check_component(variant, "variant (cell) id"),
                     check_component(benchmark, "benchmark id"))
 
 

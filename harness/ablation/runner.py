@@ -29,13 +29,21 @@ from typing import Any
 
 from harness.ablation.benchmarks import load_benchmark_ref
 from harness.ablation.cells import EvalCell, TrainCell, expand_eval_cells, expand_train_cells, shard_filter
-from harness.ablation.paths import SUMMARY_FILE, cell_result_dir, eval_cell_dir, report_dir, train_cell_dir
+from harness.ablation.paths import cell_result_dir, eval_cell_dir, report_dir, train_cell_dir
 from harness.ablation.spec import AblationSuite, encoding_kwargs
 from harness.ablation.validate import validate_plan
 from harness.benchmark import LoadedBenchmark
 from harness.errors import ConfigError
 from harness.io import atomic_write_json, atomic_write_text
 from harness.io.claims import claim
+from harness.io.results_layout import (
+    COMPARISONS_FILE,
+    RESOLVED_SUITE_FILE,
+    SUMMARY_FILE,
+    TABLE_MD,
+    TABLE_TEX,
+    TRAIN_DONE_FILE,
+)
 from harness.io.stale import sweep_stale_temps
 from harness.protocol import assert_comparable
 from harness.store import is_result_dir, load_result
@@ -111,11 +119,11 @@ class SuiteRun:
         return removed
 
     def is_trained(self, cell: TrainCell) -> bool:
-        return not cell.trains or (self.train_dir(cell) / "done.json").exists()
+        return not cell.trains or (self.train_dir(cell) / TRAIN_DONE_FILE).exists()
 
     def is_trained_key(self, key: str) -> bool:
         """Whether the training run (a cell or a dependency) of ``key`` has finished."""
-        return (train_cell_dir(self.root, key) / "done.json").exists()
+        return (train_cell_dir(self.root, key) / TRAIN_DONE_FILE).exists()
 
     def is_evaluated(self, cell: EvalCell) -> bool:
         return is_result_dir(self.eval_dir(cell))
@@ -129,12 +137,12 @@ class SuiteRun:
 
         workdir = self.train_dir(cell)
         sweep_stale_temps(workdir.parent, workdir.name)
-        if (workdir / "done.json").exists():
+        if (workdir / TRAIN_DONE_FILE).exists():
             return Checkpoint.load(workdir)
         # Held while the cell trains (its dependencies too): another `harness run`, shard or executor on
         # this results root waits here and then loads the finished run instead of training it again.
         with claim(workdir, f"training cell {cell.variant.id}"):
-            if (workdir / "done.json").exists():
+            if (workdir / TRAIN_DONE_FILE).exists():
                 return Checkpoint.load(workdir)
             sweep_stale_temps(workdir)      # e.g. the final model folder a killed run was writing
             return self._train_claimed(cell, workdir)
@@ -242,15 +250,15 @@ class SuiteRun:
         summary = self._summary(report, results)
         # Two processes finishing the same suite would race to rename the result links into place.
         with claim(self.report_dir, f"tables of {self.suite.name} ({self.scale})"):
-            atomic_write_text(self.report_dir / "table.md", markdown)
-            atomic_write_text(self.report_dir / "table.tex", latex)
-            atomic_write_json(self.report_dir / "comparisons.json", report.to_dict())
+            atomic_write_text(self.report_dir / TABLE_MD, markdown)
+            atomic_write_text(self.report_dir / TABLE_TEX, latex)
+            atomic_write_json(self.report_dir / COMPARISONS_FILE, report.to_dict())
             atomic_write_json(self.report_dir / SUMMARY_FILE, summary)
             self._link_results()
             sections = self._axes_reports()     # sweep and learning-curve tables and plots, if the suite has axes
             if sections:
                 markdown = "\n".join([markdown, *sections])
-                atomic_write_text(self.report_dir / "table.md", markdown)
+                atomic_write_text(self.report_dir / TABLE_MD, markdown)
             from harness.ablation.html_report import write_runner_html
 
             write_runner_html(self)     # html/ next to table.md; a failure is logged as an error, tables stand
@@ -465,4 +473,4 @@ def _write_json_lock(runner: SuiteRun) -> None:
     """Record the resolved suite (cells and their configs) next to the table, for provenance."""
     payload = {"suite": runner.suite.raw, "scale": runner.scale,
                "cells": {c.variant.id: {"key": c.key, "config": c.config} for c in runner.train_cells}}
-    atomic_write_text(runner.report_dir / "suite.resolved.json", json.dumps(payload, indent=2, default=str) + "\n")
+    atomic_write_text(runner.report_dir / RESOLVED_SUITE_FILE, json.dumps(payload, indent=2, default=str) + "\n")

@@ -17,6 +17,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from harness.io.results_layout import TABLE_MD
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("table", help="regenerate tables (the seed papers' published tables)",
@@ -143,7 +145,7 @@ def run_suite_table(args: argparse.Namespace) -> int:
             print(f"{name}{' (default)' if name == default else ''}")
         if not names:
             # Say so rather than print nothing: without layouts there is only the suite's own table.
-            where = report_dir(args.results_root, suite.name, args.scale) / "table.md"
+            where = report_dir(args.results_root, suite.name, args.scale) / TABLE_MD
             print(f"suite {suite.name!r} declares no table layouts (no 'table:' section with 'layouts' in its "
                   f"file), so `harness table suite {suite.name}` has nothing to render and refuses; its table "
                   f"is the one `harness run {suite.name} --scale {args.scale}` prints and writes to {where}")

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from harness.io import OutputExistsError
 from harness.io.claims import CLAIM_SUFFIX
+from harness.io.results_layout import TRAIN_RUN_FILE as RUN_FILE
 
-RUN_FILE = "run.json"
 DEPS_DIR = "deps"
 
 

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
-
-DONE_FILE = "done.json"
+from harness.io.results_layout import TRAIN_DONE_FILE as DONE_FILE
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import numpy as np
 from harness.errors import ConfigError, InputError
 from harness.evaluation_result import EvaluationResult
 from harness.io.readers import read_json_object
+from harness.io.results_layout import COMPARISONS_FILE, SUMMARY_FILE
 from harness.stats.replicates import (
     aggregate_replicate_means,
     average_replicates,
@@ -44,8 +45,6 @@ from reports.html.model import (
 )
 from reports.table import format_delta, format_number, round_display
 
-COMPARISONS_FILE = "comparisons.json"
-SUMMARY_FILE = "summary.json"
 SCALE, DECIMALS = 100.0, 1          # as table.md: scores x 100, one decimal
 TOP_QUERIES = 5                     # largest wins and largest losses shown per (system, benchmark, metric)
 TOP_DOCS = 3                        # retrieved documents shown per query and system
