@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -123,6 +123,21 @@ class Comparison:
         out = asdict(self)
         out["datasets"] = list(self.datasets)
         return {k: _json_safe(v) for k, v in out.items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
+        """The comparison :meth:`to_dict` wrote (``None`` in a float field reads back as NaN)."""
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in data:
+                continue
+            value = data[f.name]
+            if f.type == "float" and value is None:
+                value = math.nan
+            elif f.name == "datasets":
+                value = tuple(value or ())
+            values[f.name] = value
+        return cls(**values)
 
 
 def _json_safe(value: Any) -> Any:

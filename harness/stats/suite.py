@@ -39,12 +39,15 @@ import dataclasses
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, InputError
 from harness.evaluation_result import EvaluationResult
+from harness.io.readers import read_json_object
+from harness.io.results_layout import COMPARISONS_FILE
 from harness.stats.aggregate import AGGREGATE_DESCRIPTIONS, AGGREGATE_METHODS, compare_aggregate_group
 from harness.stats.align import PairedScores, align
 from harness.stats.compare import DEFAULT_OPTIONS, Comparison, StatsOptions, compare_group
@@ -187,6 +190,41 @@ class ComparisonReport:
             "unsettled": [[c.dataset, c.system, c.metric] for c in self.unsettled],
             "resolved": [r.to_dict() for r in self.resolved],
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ComparisonReport:
+        """The report :meth:`to_dict` wrote (``description`` is derived again, not read)."""
+        raw_options = dict(data.get("options") or {})
+        test_resamples = raw_options.pop("test_resamples", None)
+        options = StatsOptions(test=data.get("test", DEFAULT_OPTIONS.test), **raw_options)
+        comparisons = [Comparison.from_dict(c) for c in data.get("comparisons") or []]
+        report = cls(comparisons=comparisons, baseline=data["baseline"], systems=list(data["systems"]),
+                     metrics=list(data["metrics"]), datasets=list(data["datasets"]),
+                     aggregates={k: list(v) for k, v in (data.get("aggregates") or {}).items()},
+                     options=options, correction=data.get("correction", "holm"), alpha=float(data.get("alpha", 0.05)),
+                     family=data.get("family", "all"), aggregate_method=data.get("aggregate_method") or "pooled",
+                     test_resamples=test_resamples if test_resamples != options.resamples else None)
+        report.unsettled = [report.get(system, metric, dataset)
+                            for dataset, system, metric in data.get("unsettled") or []]
+        report.resolved = [ResolvedDecision(report.get(r["system"], r["metric"], r["dataset"]), r["method"],
+                                            r["p_low"], r["p_high"], r["saddlepoint"], r["monte_carlo_p"],
+                                            r["resamples"], r["grid"]) for r in data.get("resolved") or []]
+        return report
+
+    @classmethod
+    def load(cls, path: str | Path) -> ComparisonReport:
+        """Read a stored report: a ``comparisons.json`` file, or a suite's report folder holding one."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / COMPARISONS_FILE
+        data = read_json_object(path, "suite comparisons")
+        if not isinstance(data.get("comparisons"), list) or not isinstance(data.get("systems"), list):
+            raise InputError(path, "'comparisons' and 'systems' must be lists; rerun the suite to rewrite it")
+        try:
+            return cls.from_dict(data)
+        except (KeyError, TypeError, ValueError, ConfigError) as exc:
+            raise InputError(path, f"not a comparison report ({type(exc).__name__}: {exc}); "
+                                   "rerun the suite to rewrite it") from None
 
 
 def family_groups(comparisons: Sequence[Comparison],
