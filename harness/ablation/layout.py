@@ -1,6 +1,7 @@
 """Render a finished suite's stored results in a table layout declared in the suite file.
 
-A suite file may carry a ``table:`` section (kept in ``AblationSuite.raw``)::
+A suite file may carry a ``table:`` section (read by the suite schema,
+:class:`harness.ablation.schema.TableSection`, into ``AblationSuite.table``)::
 
     table:
       default: table5
@@ -48,6 +49,8 @@ from harness.ablation.paths import (  # noqa: F401 (read_summary: re-exported)
     report_dir,
     train_cell_dir,
 )
+from harness.ablation.problems import Problems
+from harness.ablation.schema import ColumnEntry, LayoutScaleEntry, RowGroup, TableSection, given, read_table
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError, InputError
 from harness.io.readers import read_json_object
@@ -119,49 +122,55 @@ class TableLayout:
     options: dict[str, Any] = field(default_factory=dict)   # settings of a plug-in kind
 
 
+def table_section(suite: AblationSuite) -> TableSection:
+    """The suite's ``table:`` section as the schema read it (a suite built in Python without one: read from
+    its ``raw`` mapping, problems raised)."""
+    if not suite.table.layouts and isinstance(suite.raw.get("table"), dict):
+        problems = Problems(suite.path, suite.lines)
+        table = read_table(suite.raw["table"], problems)
+        problems.raise_if_any()
+        return table
+    return suite.table
+
+
 def layout_names(suite: AblationSuite) -> tuple[list[str], str | None]:
     """``(layout names, default name)`` declared by the suite's ``table:`` section."""
-    section = suite.raw.get("table") or {}
-    layouts = section.get("layouts") or {}
-    return list(layouts), section.get("default")
+    table = table_section(suite)
+    return list(table.layouts), table.default
 
 
 def load_layout(suite: AblationSuite, scale: str, name: str | None = None) -> TableLayout:
-    """Parse layout ``name`` (default: the suite's default layout) for ``scale``; errors name the problem."""
-    names, default = layout_names(suite)
+    """Layout ``name`` (default: the suite's default layout) at ``scale``: the schema read its shape (with
+    file:line); here its kind, its columns for that kind, and its rows against the suite's variants."""
+    table = table_section(suite)
+    names = list(table.layouts)
     where = f"suite {suite.name!r} table layout"
     if not names:
         raise ConfigError(f"suite {suite.name!r} declares no table layouts (a 'table:' section with 'layouts')")
-    name = name or default or names[0]
+    name = name or table.default or names[0]
     if name not in names:
         raise ConfigError(f"{where} {name!r} does not exist; layouts: {', '.join(names)}")
-    raw = suite.raw["table"]["layouts"][name]
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where} {name!r} must be a mapping")
-    kind = str(raw.get("kind", "results"))
+    entry = table.layouts[name]
     try:
-        kind_impl = layout_kind(kind)
+        kind_impl = layout_kind(entry.kind)
     except ConfigError as exc:
         raise ConfigError(f"{where} {name!r}: {exc}") from None
-    per_scale = (raw.get("scales") or {}).get(scale, {})
-    columns_raw = per_scale.get("columns", raw.get("columns"))
-    if not columns_raw:
+    per_scale = entry.scales.get(scale) or LayoutScaleEntry()
+    columns_given = per_scale.columns if per_scale.columns is not None else entry.columns
+    if not columns_given:
         raise ConfigError(f"{where} {name!r} has no columns at scale {scale!r}")
     variant_ids = {v.id for v in suite.variants}
-    columns = [_column(c, kind_impl.columns, variant_ids, f"{where} {name!r}") for c in columns_raw]
+    columns = [_column(c, kind_impl.columns, variant_ids, f"{where} {name!r}") for c in columns_given]
     from harness.ablation.axes import suite_systems
 
     # rows may also name one point of a swept variant (its system id, e.g. "k-means@k=4")
     row_ids = variant_ids | {s.id for s in suite_systems(suite)}
-    rows = [_row_group(r, row_ids, f"{where} {name!r}") for r in (raw.get("rows") or [])]
+    rows = [_row_group(r, row_ids, f"{where} {name!r}") for r in entry.rows]
     if kind_impl.needs_rows and not rows:
         rows = [LayoutRowGroup(None, [v.id for v in suite.variants])]
-    options = raw.get("options") or {}
-    scale_options = per_scale.get("options") or {}
-    if not isinstance(options, dict) or not isinstance(scale_options, dict):
-        raise ConfigError(f"{where} {name!r}: 'options' must be a mapping")
-    layout = TableLayout(name, kind, str(per_scale.get("caption", raw.get("caption", ""))), columns, rows,
-                         raw.get("decimals"), {**options, **scale_options})
+    caption = per_scale.caption if per_scale.caption is not None else entry.caption
+    layout = TableLayout(name, entry.kind, str(caption), columns, rows, entry.decimals,
+                         {**entry.options, **per_scale.options})
     kind_impl.check(layout, suite, scale)
     return layout
 
@@ -172,26 +181,19 @@ def layout_kind(name: str) -> LayoutKind:
     return kind
 
 
-def _column(raw: Any, columns: str, variant_ids: set[str], where: str) -> LayoutColumn:
+def _column(entry: str | ColumnEntry, columns: str, variant_ids: set[str], where: str) -> LayoutColumn:
     if columns == "variant":
-        if not isinstance(raw, str) or raw not in variant_ids:
-            raise ConfigError(f"{where}: the columns of this layout are variant ids, got {raw!r}")
-        return LayoutColumn(raw)
-    if not isinstance(raw, dict) or not {"benchmark", "metric"} <= set(raw):
-        raise ConfigError(f"{where}: a column needs 'benchmark' and 'metric', got {raw!r}")
-    unknown = sorted(set(raw) - {"benchmark", "metric", "group", "label"})
-    if unknown:
-        raise ConfigError(f"{where}: unknown column key(s) {', '.join(unknown)}")
-    return LayoutColumn(str(raw["benchmark"]), str(raw["metric"]), raw.get("group"), raw.get("label"))
+        if not isinstance(entry, str) or entry not in variant_ids:
+            shown = entry if isinstance(entry, str) else {k: getattr(entry, k) for k in given(entry)}
+            raise ConfigError(f"{where}: the columns of this layout are variant ids, got {shown!r}")
+        return LayoutColumn(entry)
+    if isinstance(entry, str):
+        raise ConfigError(f"{where}: a column needs 'benchmark' and 'metric', got {entry!r}")
+    return LayoutColumn(str(entry.benchmark), str(entry.metric), entry.group, entry.label)
 
 
-def _row_group(raw: Any, variant_ids: set[str], where: str) -> LayoutRowGroup:
-    if isinstance(raw, str):
-        group = LayoutRowGroup(None, [raw])
-    elif isinstance(raw, dict) and "rows" in raw:
-        group = LayoutRowGroup(raw.get("group"), [str(v) for v in raw["rows"]])
-    else:
-        raise ConfigError(f"{where}: a row is a variant id or {{group: ..., rows: [...]}}, got {raw!r}")
+def _row_group(entry: str | RowGroup, variant_ids: set[str], where: str) -> LayoutRowGroup:
+    group = LayoutRowGroup(None, [entry]) if isinstance(entry, str) else LayoutRowGroup(entry.group, list(entry.rows))
     unknown = [v for v in group.variants if v not in variant_ids]
     if unknown:
         raise ConfigError(f"{where}: unknown variant(s) {', '.join(unknown)}")

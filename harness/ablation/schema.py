@@ -1,0 +1,686 @@
+"""The suite file's typed schema, and the one reader its type hints drive.
+
+Each section of a suite file (:mod:`harness.ablation.spec` documents the format) is a dataclass
+here; :class:`SchemaReader` reads a loaded YAML value into one by its type hints and records every
+problem, with its key path (and so its line), in a :class:`~harness.ablation.problems.Problems`
+instead of stopping at the first.  The reader handles:
+
+* ``str``, ``int``, ``float``, ``bool`` (a bool is never a number; an int is never a bool),
+  ``Literal[...]`` and ``choices=`` (the closest choice suggested), ``Any`` (taken as written);
+* ``list[T]`` (non-empty unless ``non_empty=False``), ``dict[str, T]`` (keys optionally checked as
+  folder names), ``T | None``, and unions of a scalar and a section (``str | ColumnEntry``: a
+  variant id or a column mapping), dispatched on what the value is;
+* nested sections: unknown keys named with the closest known key (difflib), required keys,
+  ``key: null`` taken as absent, and a section's own ``finish`` for checks across its keys.
+
+Field options (:func:`setting`) add what a type cannot say: a minimum, an open range, a folder-name
+check, the words of the expected value in a message, an engine check (``validate``: a function that
+raises ConfigError) or a reader of its own (``read``) for values with a grammar (seeds, sweeps,
+checkpoints, TrainSpec overrides).  A section records which keys the file gave (:func:`given`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Union
+
+from harness.ablation.problems import KeyPath, Problems
+from harness.errors import ConfigError
+
+# Top-level keys starting with this are extension fields: holders for YAML anchors (``x-stage1: &stage1``).
+EXTENSION_PREFIX = "x-"
+
+
+def setting(default: Any = None, *, required: bool = False, factory: Callable[[], Any] | None = None,
+            **options: Any) -> Any:
+    """A section field with reader options: ``minimum``, ``open_range=(lo, hi)``, ``names`` (a number is
+    taken as its digits), ``component`` (what the name is: it must be one safe folder name),
+    ``key_component`` (the same for a mapping's keys), ``what`` (the expected value, in words),
+    ``choices`` (a tuple, or a function returning one), ``non_empty``, ``item_what``, ``validate``
+    (``fn(value)`` raising ConfigError), ``read`` (``fn(value, keypath, reader)``: the field's own reader)."""
+    metadata = {"required": required, **options}
+    if factory is not None:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def show(value: Any) -> str:
+    """A value as a message shows it: its repr (shortened) and its type."""
+    text = repr(value)
+    return f"{text if len(text) <= 60 else text[:57] + '...'} ({type(value).__name__})"
+
+
+def closest(name: str, known: Any) -> str | None:
+    """The known name most like ``name`` (difflib), or None."""
+    import difflib
+
+    match = difflib.get_close_matches(str(name), [str(k) for k in known], n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
+def given(section: Any) -> frozenset[str]:
+    """The keys a section read from a file had (a key with the value null counts as absent)."""
+    return getattr(section, "_given", frozenset())
+
+
+class Section:
+    """Base of the schema's sections: the messages a section uses when it is not a mapping or lacks a key."""
+
+    # {at}: the section's own key (a scale's name), {got}: the value shown
+    EXPECT: ClassVar[str] = "expected a mapping, got {got}"
+    # {key}: the missing key, {at}: the section's own key
+    MISSING: ClassVar[str] = "missing {key!r}"
+    EXTENSIONS: ClassVar[bool] = False       # keys starting with EXTENSION_PREFIX are allowed (and ignored)
+    _given: frozenset[str] = frozenset()     # the keys the file gave (set by the reader)
+
+    def finish(self, keypath: KeyPath, reader: SchemaReader) -> Any:
+        """Checks across keys; returns the section (or what it stands for), or None if it is unusable."""
+        return self
+
+
+class SchemaReader:
+    """Reads YAML values into schema types; every problem goes to ``problems`` with its key path."""
+
+    def __init__(self, problems: Problems):
+        self.problems = problems
+
+    def problem(self, keypath: KeyPath, message: str, at: KeyPath | None = None) -> None:
+        self.problems.add(keypath, message, at=at)
+
+    def unknown(self, keypath: KeyPath, key: Any, allowed: Any) -> None:
+        """``key`` is not allowed in the mapping at ``keypath``: name it, where it is and the closest known key."""
+        hint = closest(str(key), allowed)
+        what = "unknown key" if keypath else "unknown top-level key"
+        self.problem(keypath, f"{what} {key!r}" + (f" (did you mean {hint!r}?)" if hint else
+                                                   f"; known keys here: {', '.join(map(str, allowed))}"),
+                     at=keypath + (key,))
+
+    def component(self, value: str, keypath: KeyPath, what: str) -> bool:
+        """Whether ``value`` is one safe path component (a problem at ``keypath`` if not)."""
+        from harness.io.paths import check_component
+
+        try:
+            check_component(value, what)
+        except ConfigError as exc:
+            self.problem(keypath, str(exc))
+            return False
+        return True
+
+    # ------------------------------------------------------------------------------------------ by type
+    def read(self, tp: Any, value: Any, keypath: KeyPath, meta: typing.Mapping[str, Any] | None = None) -> Any:
+        """``value`` read as ``tp``; None (and a problem recorded) when it is not one."""
+        meta = meta or {}
+        if meta.get("read") is not None:
+            return meta["read"](value, keypath, self)
+        out = self._read(tp, value, keypath, meta)
+        if out is not None and meta.get("validate") is not None:
+            try:
+                meta["validate"](out)
+            except ConfigError as exc:
+                self.problem(keypath, str(exc))
+                return None
+        return out
+
+    def _read(self, tp: Any, value: Any, keypath: KeyPath, meta: typing.Mapping[str, Any]) -> Any:
+        origin = typing.get_origin(tp)
+        if tp is Any:
+            return value
+        if origin in (Union, types.UnionType):
+            return self._union(typing.get_args(tp), value, keypath, meta)
+        if origin is Literal:
+            return self._choice(typing.get_args(tp), value, keypath)
+        if origin is list:
+            return self._list(typing.get_args(tp)[0], value, keypath, meta)
+        if origin is dict:
+            return self._dict(typing.get_args(tp)[1], value, keypath, meta)
+        if isinstance(tp, type) and issubclass(tp, Section):
+            return self.section(tp, value, keypath)
+        if tp is bool:
+            if not isinstance(value, bool):
+                self.problem(keypath, f"expected true or false, got {show(value)}")
+                return None
+            return value
+        if tp is int:
+            return self._int(value, keypath, meta)
+        if tp is float:
+            return self._float(value, keypath, meta)
+        if tp is str:
+            return self._str(value, keypath, meta)
+        raise TypeError(f"the suite schema has no reader for {tp!r}")
+
+    def _str(self, value: Any, keypath: KeyPath, meta: typing.Mapping[str, Any]) -> str | None:
+        ok = (str, int) if meta.get("names") else (str,)
+        if not isinstance(value, ok) or isinstance(value, bool):
+            self.problem(keypath, f"expected {meta.get('what') or 'a string'}, got {show(value)}")
+            return None
+        text = str(value)
+        if meta.get("choices") is not None:
+            return self._choice(_choices(meta["choices"]), text, keypath)
+        if meta.get("component"):
+            self.component(text, keypath, meta["component"])    # the name is kept: references add no problems
+        return text
+
+    def _int(self, value: Any, keypath: KeyPath, meta: typing.Mapping[str, Any]) -> int | None:
+        minimum = meta.get("minimum")
+        if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
+            self.problem(keypath, f"expected an integer{f' >= {minimum}' if minimum is not None else ''}, "
+                                  f"got {show(value)}")
+            return None
+        return value
+
+    def _float(self, value: Any, keypath: KeyPath, meta: typing.Mapping[str, Any]) -> float | None:
+        low, high = meta.get("open_range", (None, None))
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                (low is not None and not low < value) or (high is not None and not value < high):
+            self.problem(keypath, f"expected {meta.get('what') or 'a number'}, got {show(value)}")
+            return None
+        return value
+
+    def _choice(self, choices: tuple[Any, ...], value: Any, keypath: KeyPath) -> Any:
+        if value in choices:
+            return value
+        hint = closest(str(value), choices)
+        self.problem(keypath, f"{keypath[-1] if keypath else 'value'} {value!r} is not supported"
+                     + (f" (did you mean {hint!r}?)" if hint else "") + f"; supported: {', '.join(map(str, choices))}")
+        return None
+
+    def _list(self, item: Any, value: Any, keypath: KeyPath, meta: typing.Mapping[str, Any]) -> list:
+        non_empty = meta.get("non_empty", True)
+        if not isinstance(value, list) or (non_empty and not value):
+            self.problem(keypath, f"expected a{' non-empty' if non_empty else ''} list, got {show(value)}")
+            return []
+        item_meta = {k: meta[k] for k in ("names", "component", "choices", "minimum") if k in meta}
+        if meta.get("item_what"):
+            item_meta["what"] = meta["item_what"]
+        out = [self.read(item, x, keypath + (i,), item_meta) for i, x in enumerate(value)]
+        return [x for x in out if x is not None]
+
+    def _dict(self, item: Any, value: Any, keypath: KeyPath, meta: typing.Mapping[str, Any]) -> dict:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.problem(keypath, f"expected a mapping, got {show(value)}")
+            return {}
+        out: dict[str, Any] = {}
+        for key, entry in value.items():
+            if entry is None and meta.get("null_items"):
+                out[str(key)] = None
+                continue
+            if meta.get("key_component"):
+                self.component(str(key), keypath + (key,), meta["key_component"])
+            read = self.read(item, entry, keypath + (key,), meta.get("item_meta"))
+            if read is not None or item is Any:
+                out[str(key)] = read
+        return out
+
+    def _union(self, members: tuple[Any, ...], value: Any, keypath: KeyPath, meta: typing.Mapping[str, Any]) -> Any:
+        members = tuple(m for m in members if m is not type(None))
+        if len(members) == 1:
+            return self._read(members[0], value, keypath, meta)
+        for member in members:     # the member the value's shape calls for: a mapping reads as a section
+            kind = typing.get_origin(member) or member
+            if isinstance(value, dict) and (kind is dict or dataclasses.is_dataclass(kind)) or \
+                    isinstance(value, list) and kind is list or \
+                    isinstance(value, str) and kind is str:
+                return self._read(member, value, keypath, meta)
+        self.problem(keypath, f"expected {meta.get('what') or ' or '.join(map(_type_name, members))}, "
+                              f"got {show(value)}")
+        return None
+
+    # ------------------------------------------------------------------------------------------ sections
+    def section(self, cls: type[Section], value: Any, keypath: KeyPath) -> Any:
+        """A mapping read as the section ``cls``: unknown keys, required keys, each field by its type."""
+        if not isinstance(value, dict):
+            self.problem(keypath, cls.EXPECT.format(at=keypath[-1] if keypath else "", got=show(value)))
+            return None
+        fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+        for key in value:
+            if key not in fields and not (cls.EXTENSIONS and str(key).startswith(EXTENSION_PREFIX)):
+                self.unknown(keypath, key, list(fields))
+        hints = _hints(cls)
+        kwargs: dict[str, Any] = {}
+        present = []
+        for name, f in fields.items():
+            if value.get(name) is None:
+                if name in value and _is_list(hints[name]) and f.metadata.get("non_empty", True) \
+                        and f.metadata.get("read") is None:
+                    self._list(Any, None, keypath + (name,), f.metadata)      # `key: null` where a list belongs
+                elif f.metadata.get("required"):
+                    self.problem(keypath, cls.MISSING.format(key=name, at=keypath[-1] if keypath else ""))
+                continue
+            present.append(name)
+            read = self.read(hints[name], value[name], keypath + (name,), f.metadata)
+            if read is not None:
+                kwargs[name] = read
+        section = cls(**kwargs)
+        section._given = frozenset(present)
+        return section.finish(keypath, self)
+
+
+def _is_list(tp: Any) -> bool:
+    return typing.get_origin(tp) is list or any(typing.get_origin(m) is list for m in typing.get_args(tp))
+
+
+def _choices(choices: Any) -> tuple[Any, ...]:
+    return tuple(choices() if callable(choices) else choices)
+
+
+def _type_name(tp: Any) -> str:
+    kind = typing.get_origin(tp) or tp
+    return {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list",
+            dict: "a mapping"}.get(kind, "a mapping" if dataclasses.is_dataclass(kind) else str(tp))
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+# ---------------------------------------------------------------------------------------------- table: layouts
+@dataclass
+class ColumnEntry(Section):
+    """A results column: a benchmark (or aggregate) and a metric."""
+
+    MISSING: ClassVar[str] = "a column needs 'benchmark' and 'metric' (missing {key!r})"
+
+    benchmark: str = setting(required=True, names=True)
+    metric: str = setting(required=True)
+    group: str | None = setting()
+    label: str | None = setting()
+
+
+@dataclass
+class RowGroup(Section):
+    """Rows under a group heading: ``{group: ..., rows: [variant ids]}``."""
+
+    EXPECT: ClassVar[str] = "a row is a variant id or {{group: ..., rows: [...]}}, got {got}"
+
+    group: str | None = setting()
+    rows: list[str] = setting(required=True, factory=list, names=True)
+
+
+ROW_WHAT = "a variant id or {group: ..., rows: [...]}"
+COLUMN_WHAT = "a variant id or a mapping {benchmark, metric, group, label}"
+
+
+@dataclass
+class LayoutScaleEntry(Section):
+    """A layout's settings at one scale (they replace the layout's; ``options`` update them)."""
+
+    columns: list[str | ColumnEntry] | None = setting(non_empty=False, item_what=COLUMN_WHAT, names=True)
+    caption: str | None = setting()
+    options: dict[str, Any] = setting(factory=dict)
+
+
+@dataclass
+class LayoutEntry(Section):
+    """One table layout of the ``table:`` section (its kind checks its columns, rows and options)."""
+
+    kind: str = setting("results")
+    caption: str = setting("")
+    rows: list[str | RowGroup] = setting(factory=list, non_empty=False, item_what=ROW_WHAT, names=True)
+    columns: list[str | ColumnEntry] = setting(factory=list, non_empty=False, item_what=COLUMN_WHAT, names=True)
+    scales: dict[str, LayoutScaleEntry] = setting(factory=dict)
+    decimals: int | None = setting(minimum=0)
+    options: dict[str, Any] = setting(factory=dict)
+
+
+@dataclass
+class TableSection(Section):
+    """``table: {default: <layout>, layouts: {<name>: <layout>}}``."""
+
+    default: str | None = setting()
+    layouts: dict[str, LayoutEntry] = setting(factory=dict, key_component="layout name")
+
+    def finish(self, keypath: KeyPath, reader: SchemaReader) -> Any:
+        if self.default is not None and self.layouts and self.default not in self.layouts:
+            hint = closest(self.default, self.layouts)
+            reader.problem(keypath + ("default",), f"default layout {self.default!r} is not declared"
+                           + (f" (did you mean {hint!r}?)" if hint else "") + f"; layouts: {', '.join(self.layouts)}")
+        return self
+
+
+def read_table(value: Any, problems: Problems, keypath: KeyPath = ("table",)) -> TableSection:
+    """The ``table:`` section read (an empty one when absent); problems recorded in ``problems``."""
+    if value is None:
+        return TableSection()
+    return SchemaReader(problems).section(TableSection, value, keypath) or TableSection()
+
+
+# ---------------------------------------------------------------------------------------------- values with a grammar
+SWEEP_SECTIONS = ("options", "train")
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A variant's parameter sweep: ``options.<name>`` (method option) or ``train.<field>`` over ``values``."""
+
+    param: str
+    values: tuple[Any, ...]
+
+    @property
+    def section(self) -> str:
+        return self.param.split(".", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.param.split(".", 1)[1]
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """Intermediate steps of a run to evaluate: listed ``steps`` or every ``every`` steps."""
+
+    steps: tuple[int, ...] = ()
+    every: int | None = None
+
+    def at(self, total_steps: int) -> list[int]:
+        """The intermediate steps (< ``total_steps``) of a run of ``total_steps`` steps, ascending."""
+        if self.every:
+            return list(range(self.every, total_steps, self.every))
+        return sorted({s for s in self.steps if s < total_steps})
+
+
+def read_train(value: Any, keypath: KeyPath, reader: SchemaReader) -> dict[str, Any]:
+    """TrainSpec overrides: unknown fields and wrong types are problems (named with the expected type)."""
+    from harness.train.spec import LoraSpec, TrainSpec, field_problems
+
+    data = reader.read(dict[str, Any], value, keypath)
+    for key, message in field_problems(data):
+        parts = tuple(key.split("."))
+        if message.startswith("unknown option"):
+            known = [f.name for f in dataclasses.fields(TrainSpec if len(parts) == 1 else LoraSpec)]
+            reader.unknown(keypath + parts[:-1], parts[-1], known)
+        else:
+            reader.problem(keypath + parts, message)
+    return dict(data)
+
+
+def read_seeds(value: Any, keypath: KeyPath, reader: SchemaReader) -> list[int] | None:
+    """``seeds: [1, 2, 3]``: distinct non-negative integers."""
+    seeds = reader.read(list[Any], value, keypath)
+    bad = [x for x in seeds if isinstance(x, bool) or not isinstance(x, int) or x < 0]
+    if bad:
+        reader.problem(keypath, f"seeds are non-negative integers, got {show(bad[0])}")
+        return None
+    if len(set(seeds)) != len(seeds):
+        reader.problem(keypath, f"seeds must be distinct, got {seeds!r}")
+        return None
+    return [int(x) for x in seeds] or None
+
+
+@dataclass
+class EveryEntry(Section):
+    every: int | None = setting(minimum=1)
+
+
+def read_checkpoints(value: Any, keypath: KeyPath, reader: SchemaReader) -> Checkpoints | None:
+    """``checkpoints: [20, 40]`` or ``checkpoints: {every: 20}`` (positive steps)."""
+    if isinstance(value, dict):
+        every = reader.section(EveryEntry, value, keypath)
+        if every is None or every.every is None:
+            reader.problem(keypath, "expected {every: <steps>} or a list of steps")
+            return None
+        return Checkpoints(every=every.every)
+    steps = reader.read(list[Any], value, keypath)
+    bad = [x for x in steps if isinstance(x, bool) or not isinstance(x, int) or x < 1]
+    if bad:
+        reader.problem(keypath, f"checkpoint steps are positive integers, got {show(bad[0])}")
+        return None
+    return Checkpoints(steps=tuple(sorted(set(int(x) for x in steps)))) if steps else None
+
+
+@dataclass
+class SweepEntry(Section):
+    """``sweep: {param: options.<name> | train.<field>, values: [...]}``: distinct scalar values."""
+
+    param: str = setting(required=True)
+    values: list[Any] = setting(required=True, factory=list)
+
+    def finish(self, keypath: KeyPath, reader: SchemaReader) -> Sweep | None:
+        from harness.train.spec import TrainSpec, field_problems
+
+        param, values = self.param, self.values
+        if param is None or not values:
+            return None
+        section, _, name = param.partition(".")
+        if section not in SWEEP_SECTIONS or not name:
+            reader.problem(keypath + ("param",), f"sweep param {param!r} must be options.<method option> or "
+                                                 "train.<TrainSpec field> (e.g. options.k, train.lr)")
+            return None
+        ok = True
+        for i, item in enumerate(values):
+            if not isinstance(item, (str, int, float, bool)):
+                reader.problem(keypath + ("values", i), f"sweep values are numbers or strings, got {show(item)}")
+                ok = False
+        if ok and len({repr(x) for x in values}) != len(values):
+            reader.problem(keypath + ("values",), f"sweep values must be distinct, got {values!r}")
+            ok = False
+        if ok and section == "train":
+            if name in TrainSpec.NON_RESULT_FIELDS or name in ("model", "method_options"):
+                reader.problem(keypath + ("param",), f"train.{name} does not change the trained weights (or is "
+                                                     "set elsewhere); sweep a field that does")
+                return None
+            for i, item in enumerate(values):
+                for key, message in field_problems({name: item}):
+                    reader.problem(keypath + ("values", i) if not message.startswith("unknown") else
+                                   keypath + ("param",), f"train.{key}: {message}")
+                    ok = False
+        return Sweep(param, tuple(values)) if ok else None
+
+
+def read_sweep(value: Any, keypath: KeyPath, reader: SchemaReader) -> Sweep | None:
+    if value == {}:
+        reader.problem(keypath, "a sweep needs 'param' and 'values'")
+        return None
+    return reader.section(SweepEntry, value, keypath)
+
+
+def encoding_kwargs(encoding: dict[str, Any]) -> dict[str, Any]:
+    """HFEncoder keyword arguments of a suite's ``encoding`` mapping (``dtype``, ``backend``, ``shard_size``:
+    :func:`harness.encoders.hf.encoding_options`; ``batch_size``: a positive integer); ConfigError otherwise."""
+    if not encoding:
+        return {}
+    from harness.encoders.hf import ENCODING_OPTIONS, encoding_options
+
+    rest = {k: v for k, v in encoding.items() if k != "batch_size"}
+    unknown = sorted(set(rest) - set(ENCODING_OPTIONS))
+    if unknown:
+        raise ConfigError(f"unknown encoding option(s) {', '.join(map(str, unknown))}; allowed: batch_size, "
+                          f"{', '.join(ENCODING_OPTIONS)}")
+    out = encoding_options(rest)
+    if encoding.get("batch_size") is not None:
+        size = encoding["batch_size"]
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigError(f"batch_size must be a positive integer, got {size!r}")
+        out["batch_size"] = size
+    return out
+
+
+def read_encoding(value: Any, keypath: KeyPath, reader: SchemaReader) -> dict[str, Any] | None:
+    """Dense encoding options, each checked by the encoder's own check (each problem at its own line)."""
+    encoding = reader.read(dict[str, Any], value, keypath)
+    bad = False
+    for key, item in encoding.items():
+        try:
+            encoding_kwargs({key: item})
+        except ConfigError as exc:
+            reader.problem(keypath, str(exc), at=keypath + (key,))
+            bad = True
+    return dict(encoding) if encoding and not bad else None
+
+
+def _check_backend(name: str) -> None:
+    from harness.retrieval.sparse import check_backend
+
+    check_backend(name)
+
+
+def _check_quantization(name: str) -> None:
+    from harness.retrieval.impact import check_quantization
+
+    check_quantization(name)
+
+
+def _stats_choices(name: str) -> Callable[[], tuple[str, ...]]:
+    def choices() -> tuple[str, ...]:
+        import harness.stats as stats
+
+        return tuple(getattr(stats, name))
+
+    return choices
+
+
+# ---------------------------------------------------------------------------------------------- the suite file
+# How a model is evaluated (not trained): dense encoding options (harness.encoders.hf.encoding_options) and the
+# sparse retrieval backend and impact quantisation (harness.retrieval.sparse.check_backend); at scale level they
+# apply to every variant and are recorded in the protocol card, at variant level in the cell's key and manifest.
+EVALUATION_KEYS = ("encoding", "sparse_backend", "quantization")
+
+
+class Evaluation(Section):
+    """A section with the evaluation settings (EVALUATION_KEYS, declared last in each section)."""
+
+    encoding: dict[str, Any] | None
+    sparse_backend: str | None
+    quantization: str | None
+
+    def evaluation(self) -> dict[str, Any]:
+        """The settings given and valid, as written."""
+        return {k: getattr(self, k) for k in EVALUATION_KEYS if getattr(self, k) is not None}
+
+
+@dataclass
+class VariantScaleEntry(Evaluation):
+    """A variant's settings at one scale."""
+
+    model: str | None = setting()
+    train: dict[str, Any] = setting(factory=dict, read=read_train)
+    options: dict[str, Any] = setting(factory=dict)
+    seeds: list[int] | None = setting(read=read_seeds)
+    checkpoints: Checkpoints | None = setting(read=read_checkpoints)
+    encoding: dict[str, Any] | None = setting(read=read_encoding)
+    sparse_backend: str | None = setting(what="a name", validate=_check_backend)
+    quantization: str | None = setting(what="a name", validate=_check_quantization)
+
+
+@dataclass
+class VariantEntry(Evaluation):
+    """One ``variants:`` entry (a table row)."""
+
+    EXPECT: ClassVar[str] = "a variant must be a mapping with 'id' and 'method', got {got}"
+
+    id: str | None = setting(required=True, names=True, component="variant id")
+    method: str | None = setting(required=True)
+    label: str | None = setting(names=True)
+    options: dict[str, Any] = setting(factory=dict)
+    train: dict[str, Any] = setting(factory=dict, read=read_train)
+    scales: dict[str, VariantScaleEntry | None] = setting(factory=dict, null_items=True)
+    model: str | None = setting()
+    sweep: Sweep | None = setting(read=read_sweep)
+    seeds: list[int] | None = setting(read=read_seeds)
+    checkpoints: Checkpoints | None = setting(read=read_checkpoints)
+    encoding: dict[str, Any] | None = setting(read=read_encoding)
+    sparse_backend: str | None = setting(what="a name", validate=_check_backend)
+    quantization: str | None = setting(what="a name", validate=_check_quantization)
+
+
+@dataclass
+class BenchmarkEntry(Section):
+    """One benchmark of a scale (a table column group)."""
+
+    EXPECT: ClassVar[str] = "a benchmark must be a mapping with 'id', 'suite' and 'dataset_dir', got {got}"
+
+    id: str | None = setting(required=True, names=True, component="benchmark id")
+    suite: str | None = setting(required=True)
+    dataset_dir: str | None = setting(required=True)
+    label: str | None = setting(names=True)
+    options: dict[str, Any] = setting(factory=dict)
+    max_queries: int | None = setting(minimum=1)
+    corpus_sample: int | None = setting(minimum=0)
+
+
+@dataclass
+class DataEntry(Section):
+    """A training collection given as a mapping (:mod:`harness.data.collections` reads its values)."""
+
+    MISSING: ClassVar[str] = "a data entry mapping needs {key!r}"
+
+    path: Any = setting(required=True)
+    domains: Any = setting()
+    max_rows: Any = setting()
+    split: Any = setting()
+    negatives_run: Any = setting()
+    max_negatives: Any = setting()
+    name: str | None = setting(names=True, component="training data name")   # mined pools are files named after it
+    metadata: Any = setting()
+
+
+def read_data(value: Any, keypath: KeyPath, reader: SchemaReader) -> list[Any]:
+    """Training collections: a path, a :class:`DataEntry` mapping, or a list of them (kept as written)."""
+    entries = value if isinstance(value, list) else [value]
+    for j, entry in enumerate(entries):
+        reader.read(str | DataEntry, entry, keypath + (j,), {"what": "a path or a mapping with 'path'"})
+    return entries
+
+
+@dataclass
+class ScaleEntry(Evaluation):
+    """One scale of the ``scales:`` section."""
+
+    EXPECT: ClassVar[str] = "scale {at!r} must be a mapping, got {got}"
+    MISSING: ClassVar[str] = "scale {at!r}: missing {key!r}"
+
+    model: str | None = setting(required=True)
+    data: list[Any] | None = setting(required=True, read=lambda value, keypath, r: read_data(value, keypath, r))
+    train: dict[str, Any] = setting(factory=dict, read=read_train)
+    benchmarks: list[BenchmarkEntry] = setting(required=True, factory=list)
+    aggregates: dict[str, list[str]] = setting(factory=dict, item_meta={"names": True})
+    dry_run_only: bool = setting(False)
+    seeds: list[int] | None = setting(read=read_seeds)
+    encoding: dict[str, Any] | None = setting(read=read_encoding)
+    sparse_backend: str | None = setting(what="a name", validate=_check_backend)
+    quantization: str | None = setting(what="a name", validate=_check_quantization)
+
+
+@dataclass
+class StatsSection(Section):
+    """The ``stats:`` section (kept as written; :meth:`AblationSuite.stats_options` reads it)."""
+
+    test: str | None = setting(choices=_stats_choices("TESTS"))
+    correction: str | None = setting(choices=_stats_choices("CORRECTIONS"))
+    alpha: float | None = setting(open_range=(0, 1), what="a number in (0, 1) (the significance level)")
+    seed: int | None = setting(minimum=0)
+    aggregate: str | None = setting(choices=_stats_choices("AGGREGATE_METHODS"))
+    resamples: int | None = setting(minimum=1)
+    missing: str | None = setting(choices=_stats_choices("MISSING_POLICIES"))
+
+
+@dataclass
+class SuiteFile(Section):
+    """A whole suite file."""
+
+    EXPECT: ClassVar[str] = "a suite file must be a mapping, got {got}"
+    MISSING: ClassVar[str] = "missing top-level key {key!r}"
+    EXTENSIONS: ClassVar[bool] = True
+
+    name: str = setting("", required=True, names=True, component="suite name")
+    version: int = setting(1, minimum=1)
+    description: str | None = setting("")
+    baseline: str = setting("", required=True, names=True)
+    variants: list[VariantEntry] = setting(required=True, factory=list)
+    metrics: list[str] = setting(factory=lambda: ["ndcg@10"], item_what="a metric name")
+    stats: StatsSection | None = setting()
+    scales: dict[str, ScaleEntry | None] = setting(required=True, factory=dict, key_component="scale name")
+    table: TableSection | None = setting()
+    seeds: list[int] | None = setting(read=read_seeds)
+
+
+TOP_KEYS = tuple(f.name for f in dataclasses.fields(SuiteFile))
