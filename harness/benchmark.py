@@ -14,6 +14,7 @@ entry point group or a ``package.module:Class`` reference in a suite file.
 from __future__ import annotations
 
 import abc
+import functools
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -70,8 +71,12 @@ class SuiteOption:
             raise ConfigError(f"suite {suite!r}: option {self.name} must be a {self.type.__name__}, "
                               f"got {value!r}") from None
         if self.choices is not None and out not in self.choices:
+            import difflib
+
+            hint = next(iter(difflib.get_close_matches(str(out), list(map(str, self.choices)), n=1)), None)
             raise ConfigError(f"suite {suite!r}: option {self.name} must be one of "
-                              f"{', '.join(map(str, self.choices))}, got {out!r}")
+                              f"{', '.join(map(str, self.choices))}, got {out!r}"
+                              + (f" (did you mean {hint!r}?)" if hint else ""))
         return out
 
     def describe(self) -> str:
@@ -87,6 +92,30 @@ class BenchmarkSuite(abc.ABC):
     options: ClassVar[tuple[SuiteOption, ...]] = ()
     # Options ``harness data stats`` passes to ``load`` (e.g. counting needs no corpus).
     stats_options: ClassVar[dict[str, Any]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every ``load`` a suite defines first checks its declared options (:meth:`check_options`), so a
+        choice is enforced whoever calls it: a suite file, ``--option`` on the command line, or Python."""
+        super().__init_subclass__(**kwargs)
+        load = cls.__dict__.get("load")
+        if load is not None and not getattr(load, "__isabstractmethod__", False) \
+                and not getattr(load, "_checks_options", False):
+            @functools.wraps(load)
+            def checked_load(self: BenchmarkSuite, dataset_dir: str | Path, **options: Any) -> LoadedBenchmark:
+                type(self).check_options(options)
+                return load(self, dataset_dir, **options)
+
+            checked_load._checks_options = True  # type: ignore[attr-defined]
+            cls.load = checked_load  # type: ignore[method-assign]
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        """Refuse a declared option whose value its :class:`SuiteOption` does not accept (type, ``choices``);
+        None stands for the default, and other keys (load arguments, card overrides) are left to ``load``."""
+        declared = {o.name: o for o in cls.options}
+        for key, value in options.items():
+            if key in declared and value is not None:
+                declared[key].parse(value, cls.name)
 
     @abc.abstractmethod
     def load(self, dataset_dir: str | Path, *, dataset: str | None = None, split: str | None = None,

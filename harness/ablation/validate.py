@@ -239,6 +239,17 @@ def _benchmark(bench: Any, where: tuple, problems: Problems, check_resources: bo
         hint = closest(bench.suite, known)
         problems.add(where + ("suite",), f"benchmark {bench.id!r}: unknown benchmark suite {bench.suite!r}"
                      + (f" (did you mean {hint!r}?)" if hint else "") + f"; suites: {', '.join(known)}")
+    if ":" in bench.suite or bench.suite in known:    # the suite's declared options: types and choices
+        try:
+            declared = type(get_suite(bench.suite))
+        except HarnessError:     # reported above
+            declared = None
+        for key, value in bench.options.items():
+            try:
+                if declared is not None:
+                    declared.check_options({key: value})
+            except ConfigError as exc:
+                problems.add(where + ("options", key), f"benchmark {bench.id!r}: {exc}")
     if check_resources:
         _folder(bench.dataset_dir, where + ("dataset_dir",), f"benchmark {bench.id!r}: dataset_dir", problems)
 
