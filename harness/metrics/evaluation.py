@@ -11,7 +11,7 @@ from harness.data import Qrels, Run
 from harness.errors import ConfigError, InputError
 from harness.evaluation_result import EvaluationResult
 from harness.metrics.judged import judged_rows
-from harness.metrics.names import Metric, parse_metrics
+from harness.metrics.names import METRICS, Metric, parse_metrics
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,10 @@ def evaluate(
         InputError: no query of the run is judged (and ``complete`` is off).
     """
     wanted = parse_metrics(metrics)
+    on_answers = [str(m) for m in wanted if METRICS.get(m.name).scored_on != "qrels"]
+    if on_answers:
+        raise ConfigError(f"{', '.join(on_answers)}: scored on answer strings, not on relevance judgements; "
+                          "evaluate under a benchmark whose protocol has answers (e.g. MKQA)")
     if isinstance(relevance_threshold, bool) or not isinstance(relevance_threshold, Integral):
         raise ConfigError(f"relevance_threshold must be an integer, got {relevance_threshold!r}")
     if relevance_threshold < 0:

@@ -29,6 +29,13 @@ from harness.registry import Registry
 
 # How each metric treats a cutoff: "required", "optional" or "none".
 _CUTOFF_REQUIRED, _CUTOFF_OPTIONAL, _CUTOFF_NONE = "required", "optional", "none"
+# What a metric is scored on (MetricKind.scored_on).
+SCORED_ON = ("qrels", "answers")
+
+
+def _scored_on_answers(judged: JudgedRun, cutoff: int) -> np.ndarray:
+    raise ConfigError(f"acc@{cutoff} is scored on answer strings, not on relevance judgements: evaluate it under "
+                      "a benchmark whose protocol has answers (e.g. MKQA)")
 
 
 @dataclass(frozen=True)
@@ -41,11 +48,17 @@ class MetricKind:
     trec_eval: str = ""        # trec_eval measure name without a cutoff ("" if none)
     trec_eval_cut: str | None = None   # with a cutoff; "{k}" is replaced by the cutoff
     description: str = ""
+    # What the metric is scored on: "qrels" (relevance judgements, :func:`harness.metrics.evaluate`) or
+    # "answers" (answer strings found in the retrieved passages: a benchmark suite with answers scores it).
+    scored_on: str = "qrels"
 
     def __post_init__(self) -> None:
         if self.cutoff not in (_CUTOFF_REQUIRED, _CUTOFF_OPTIONAL, _CUTOFF_NONE):
             raise ConfigError(f"metric kind {self.compute.__name__}: cutoff must be required, optional or none, "
                               f"got {self.cutoff!r}")
+        if self.scored_on not in SCORED_ON:
+            raise ConfigError(f"metric kind {self.compute.__name__}: scored_on must be one of "
+                              f"{', '.join(SCORED_ON)}, got {self.scored_on!r}")
 
     @property
     def origin(self) -> Callable:
@@ -66,6 +79,10 @@ for _name, _kind in {
     "map": MetricKind(average_precision, _CUTOFF_OPTIONAL, "map", "map_cut_{k}", "mean average precision"),
     "success": MetricKind(success, _CUTOFF_REQUIRED, "", "success_{k}", "1 if a relevant document is in the top k"),
     "r-prec": MetricKind(r_precision, _CUTOFF_NONE, "Rprec", None, "R-precision: relevant in the top R / R"),
+    # Scored by the benchmark suites with answer strings (suites.answers.accuracy_at_k), not by evaluate().
+    "acc": MetricKind(_scored_on_answers, _CUTOFF_REQUIRED, "", None,
+                      "answer accuracy@k: 1 if a top-k passage contains an answer string (MKQA protocol)",
+                      scored_on="answers"),
 }.items():
     METRICS.register(_name, _kind)
 

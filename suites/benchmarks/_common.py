@@ -7,7 +7,6 @@ when the folder has exactly one qrels file, otherwise the protocol's split is us
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,11 +20,12 @@ from harness.data.run import Run
 from harness.errors import ConfigError, InputError
 from harness.evaluation_result import EvaluationResult
 from harness.io.readers import json_id
+from harness.metrics import METRICS, parse_metric
+from harness.metrics import evaluate as trec_evaluate
 from harness.protocol import ProtocolCard
 from suites.answers import NORMALIZER_ID, AnswerMatcher, accuracy_at_k
 
 ANSWERS_FILE = "answers.jsonl"
-_ACC = re.compile(r"^acc@(\d+)$")
 
 
 # --------------------------------------------------------------------------- splits and files
@@ -144,12 +144,17 @@ def with_options(card: ProtocolCard, options: Mapping[str, Any]) -> ProtocolCard
 
 # --------------------------------------------------------------------------- evaluation
 def split_metrics(metrics: Sequence[str]) -> tuple[list[int], list[str]]:
-    """Separate answer-containment metrics (``acc@k``) from trec_eval metrics."""
+    """Separate the metrics scored on answers (the registered ``acc@k``) from trec_eval metrics."""
     acc_ks, trec = [], []
     for m in metrics:
-        match = _ACC.match(m.strip().lower())
-        if match:
-            acc_ks.append(int(match.group(1)))
+        try:
+            metric = parse_metric(m)
+        except ConfigError:      # an unknown name: the trec_eval metrics engine refuses it, naming it
+            trec.append(m)
+            continue
+        if METRICS.get(metric.name).scored_on == "answers":
+            assert metric.cutoff is not None     # the registered acc metric requires one
+            acc_ks.append(metric.cutoff)
         else:
             trec.append(m)
     return acc_ks, trec
@@ -173,8 +178,6 @@ def evaluate_loaded(loaded: LoadedBenchmark, run: Run, *, answer_lang: str | Non
         if not len(loaded.dataset.qrels):
             raise ConfigError(f"metrics {', '.join(trec_metrics)} need relevance judgements, and "
                               f"{loaded.name} has none; use acc@k")
-        from harness.metrics import evaluate as trec_evaluate
-
         result = trec_evaluate(loaded.dataset.qrels, run, trec_metrics, relevance_threshold=card.relevance_threshold,
                                exclude_self=card.exclude_self, complete=card.complete)
         options.update({k: v for k, v in result.options.items() if k not in options})
@@ -207,8 +210,6 @@ def evaluate_loaded(loaded: LoadedBenchmark, run: Run, *, answer_lang: str | Non
 def scoring_depth(acc_ks: Sequence[int], trec_metrics: Sequence[str], top_k: int) -> int:
     """How deep the run must be read: the largest cutoff when every metric has one (values are
     unchanged by dropping deeper rows, and a 1000-deep run is scored ten times faster), else top_k."""
-    from harness.metrics import parse_metric
-
     cutoffs = list(acc_ks)
     for m in trec_metrics:
         cutoff = parse_metric(m).cutoff
@@ -243,8 +244,6 @@ def _canonical(metric: str, available: Mapping[str, Any]) -> str:
         if key.lower() == lowered:
             return key
     try:
-        from harness.metrics import parse_metric
-
         target = str(parse_metric(metric))
         for key in available:
             if str(parse_metric(key)) == target:
