@@ -84,6 +84,20 @@ class SuiteOption:
         return f"{self.name}={self.type.__name__}{choices} [default {self.default}]: {self.help}"
 
 
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file of a dataset's official download: where from, where it goes, how to check and unpack it
+    (what :meth:`BenchmarkSuite.remote_files` declares; :mod:`suites.download` fetches it)."""
+
+    url: str
+    target: str                       # path inside the dataset folder (archives: where to unpack)
+    sha256: str | None = None
+    md5: str | None = None
+    unpack: str | None = None         # "zip" | "tar" | None
+    strip_top: bool = False           # drop the archive's single top-level folder
+    probe: bool = False               # part of a shard sequence: HTTP 404 ends it
+
+
 class BenchmarkSuite(abc.ABC):
     """A benchmark family with its protocol."""
 
@@ -129,6 +143,18 @@ class BenchmarkSuite(abc.ABC):
     def datasets(self) -> list[str]:
         """Names of the datasets this family defines (for downloads and groupings)."""
         return []
+
+    def remote_files(self, dataset: str | None, *, base_url: str | None = None,
+                     with_corpus: bool = False) -> tuple[str, list[RemoteFile]]:
+        """The folder name ``dataset`` is cached under and its files at their official public location
+        (``base_url`` replaces the host: a mirror or a local server).  A suite with official downloads
+        overrides this; ``harness data download`` offers the suites that do."""
+        raise ConfigError(f"suite {self.name!r} has no download source")
+
+    @classmethod
+    def has_downloads(cls) -> bool:
+        """Whether the suite declares its remote files (:meth:`remote_files`)."""
+        return cls.remote_files is not BenchmarkSuite.remote_files
 
     def stats(self, loaded: LoadedBenchmark) -> dict[str, Any]:
         """Counts of a loaded benchmark (what ``harness data stats`` prints)."""

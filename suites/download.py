@@ -21,7 +21,8 @@ Checksums
     bytes) and every later download of that file is verified against it.  Delete an
     entry to accept a new upstream version on purpose.
 
-Sources (``--base-url`` replaces the host part, e.g. a mirror or a local server)
+Sources: each suite declares its remote files (``BenchmarkSuite.remote_files``; ``--base-url`` replaces the
+host part, e.g. a mirror or a local server)
     beir      ``<base>/<name>.zip`` (default base: the BEIR UKP host)
     miracl    ``<base>/miracl/resolve/main/miracl-v1.0-<lang>/{topics,qrels}/...`` and with
               ``--with-corpus`` ``<base>/miracl-corpus/resolve/main/miracl-corpus-v1.0-<lang>/docs-<n>.jsonl.gz``
@@ -44,9 +45,9 @@ import urllib.error
 import urllib.request
 import zipfile
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from harness.benchmark import SUITES, RemoteFile, get_suite, list_suites
 from harness.errors import ConfigError, HarnessError, InputError
 from harness.io import OutputExistsError, atomic_dir, atomic_write_json, read_record
 from harness.io.paths import child_of
@@ -58,19 +59,6 @@ USER_AGENT = "retrieval-harness/0.1 (+benchmark download)"
 
 class DownloadError(HarnessError):
     """A download failed, or its bytes did not match the expected checksum."""
-
-
-@dataclass(frozen=True)
-class RemoteFile:
-    """One file to fetch: where from, where it goes, how to check and unpack it."""
-
-    url: str
-    target: str                       # path inside the dataset folder (archives: where to unpack)
-    sha256: str | None = None
-    md5: str | None = None
-    unpack: str | None = None         # "zip" | "tar" | None
-    strip_top: bool = False           # drop the archive's single top-level folder
-    probe: bool = False               # part of a shard sequence: HTTP 404 ends it
 
 
 def default_cache() -> Path:
@@ -279,87 +267,19 @@ def _verify(item: RemoteFile, entry: str, sha: str, md5: str, ledger: Ledger) ->
             raise DownloadError(f"{item.url}: {what} mismatch (expected {want}, got {got}); nothing was cached")
 
 
-# --------------------------------------------------------------------------- per-suite sources
-def beir_files(name: str, base_url: str | None) -> list[RemoteFile]:
-    from suites.benchmarks.beir import BASE_URL, NOT_PUBLIC, ZIP_MD5, ZIP_SHA256
-
-    if name in NOT_PUBLIC:
-        raise ConfigError(f"BEIR {name!r} has no public download; build it as BEIR describes")
-    base = (base_url or BASE_URL).rstrip("/")
-    return [RemoteFile(f"{base}/{name}.zip", ".", sha256=ZIP_SHA256.get(name), md5=ZIP_MD5.get(name),
-                       unpack="zip", strip_top=True)]
-
-
-def miracl_files(lang: str, base_url: str | None, with_corpus: bool) -> list[RemoteFile]:
-    from suites.benchmarks.miracl import CORPUS_SHARDS, HF_BASE_URL, check_language
-
-    check_language(lang)
-    base = (base_url or HF_BASE_URL).rstrip("/")
-    files = [RemoteFile(f"{base}/miracl/resolve/main/miracl-v1.0-{lang}/{kind}/{kind}.miracl-v1.0-{lang}-dev.tsv",
-                        f"{kind}/{kind}.miracl-v1.0-{lang}-dev.tsv") for kind in ("topics", "qrels")]
-    if with_corpus:
-        known = CORPUS_SHARDS.get(lang)
-        count = known if known is not None else 1000
-        for i in range(count):
-            files.append(RemoteFile(
-                f"{base}/miracl-corpus/resolve/main/miracl-corpus-v1.0-{lang}/docs-{i}.jsonl.gz",
-                f"miracl-corpus-v1.0-{lang}/docs-{i}.jsonl.gz", probe=known is None and i > 0))
-    return files
-
-
-def mkqa_files(base_url: str | None, with_corpus: bool) -> list[RemoteFile]:
-    from suites.benchmarks.beir import BASE_URL, ZIP_MD5
-    from suites.benchmarks.mkqa import RELEASE_URL
-
-    url = f"{base_url.rstrip('/')}/mkqa.jsonl.gz" if base_url else RELEASE_URL
-    files = [RemoteFile(url, "mkqa.jsonl.gz")]
-    if with_corpus:  # the English Wikipedia passages of BEIR's NQ (as BGE-M3's MKQA evaluation)
-        base = (base_url or BASE_URL).rstrip("/")
-        files.append(RemoteFile(f"{base}/nq.zip", "nq", md5=ZIP_MD5["nq"], unpack="zip",
-                                strip_top=True))
-    return files
-
-
-def cmteb_files(task: str, base_url: str | None) -> list[RemoteFile]:
-    from suites.benchmarks.cmteb import task_definition
-
-    d = task_definition(task)
-    base = (base_url or "https://huggingface.co/datasets").rstrip("/")
-    root = f"{base}/{d['hf_path']}/resolve/{d['revision']}"
-    configs = ["corpus", "queries", "data"] + (["top_ranked"] if d["kind"] == "reranking" else [])
-    return [RemoteFile(f"{root}/{c}/{d['split']}-00000-of-00001.parquet", f"{c}/{d['split']}-00000-of-00001.parquet")
-            for c in configs]
-
-
-def dureader_files(base_url: str | None) -> list[RemoteFile]:
-    base = (base_url or "https://dataset-bj.cdn.bcebos.com/qianyan").rstrip("/")
-    return [RemoteFile(f"{base}/dureader-retrieval-baseline-dataset.tar.gz", ".", unpack="tar", strip_top=True)]
+def downloadable_suites() -> list[str]:
+    """The registered suites that declare remote files, in registry order."""
+    return [name for name in list_suites() if SUITES.get(name).has_downloads()]
 
 
 def download_dataset(suite: str, dataset: str | None = None, *, cache: str | Path | None = None,
                      base_url: str | None = None, force: bool = False, with_corpus: bool = False) -> Path:
     """Download one dataset of a suite into ``<cache>/<suite>/<dataset>``; returns that folder."""
     cache = Path(cache) if cache else default_cache()
-    if suite == "beir":
-        if not dataset:
-            raise ConfigError("pick a BEIR dataset with --dataset (e.g. scifact)")
-        files, name = beir_files(dataset, base_url), dataset
-    elif suite == "miracl":
-        if not dataset:
-            raise ConfigError("pick a MIRACL language with --dataset (e.g. te)")
-        files, name = miracl_files(dataset, base_url, with_corpus), dataset
-    elif suite == "mkqa":
-        files, name = mkqa_files(base_url, with_corpus), "mkqa"
-    elif suite == "cmteb":
-        if not dataset:
-            raise ConfigError("pick a C-MTEB task with --dataset (e.g. T2Retrieval)")
-        from suites.benchmarks.cmteb import task_definition
-
-        name = task_definition(dataset)["name"]
-        files = cmteb_files(name, base_url)
-    elif suite == "dureader":
-        files, name = dureader_files(base_url), "dureader-retrieval"
-    else:
-        raise ConfigError(f"suite {suite!r} has no download source (beir, miracl, mkqa, cmteb, dureader)")
+    # Each suite declares its remote files (BenchmarkSuite.remote_files); no suite is named here.
+    sources = downloadable_suites()
+    if suite not in sources:
+        raise ConfigError(f"suite {suite!r} has no download source ({', '.join(sources)})")
+    name, files = get_suite(suite).remote_files(dataset, base_url=base_url, with_corpus=with_corpus)
     # the dataset comes from the command line (--dataset): one folder below the cache, never ../elsewhere
     return fetch(files, child_of(cache, suite, name, what="dataset"), cache=cache, key=f"{suite}/{name}", force=force)

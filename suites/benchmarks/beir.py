@@ -25,7 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
+from harness.benchmark import LoadedBenchmark, RemoteFile, SuiteOption, register_suite
 from harness.errors import ConfigError, InputError
 from suites.benchmarks._common import (
     ANSWERS_FILE,
@@ -96,6 +96,15 @@ def resolve_dataset_dir(dataset_dir: str | Path, dataset: str | None) -> tuple[P
     return root, canonical_name(root.name)
 
 
+def beir_zip(name: str, base_url: str | None, target: str) -> RemoteFile:
+    """One BEIR dataset's zip at its public location."""
+    if name in NOT_PUBLIC:
+        raise ConfigError(f"BEIR {name!r} has no public download; build it as BEIR describes")
+    base = (base_url or BASE_URL).rstrip("/")
+    return RemoteFile(f"{base}/{name}.zip", target, sha256=ZIP_SHA256.get(name), md5=ZIP_MD5.get(name),
+                      unpack="zip", strip_top=True)
+
+
 @register_suite("beir")
 class BeirSuite(BeirLayoutSuite):
     """BEIR datasets (and any BEIR-layout folder) under the BEIR protocol."""
@@ -105,6 +114,13 @@ class BeirSuite(BeirLayoutSuite):
 
     def datasets(self) -> list[str]:
         return list(BEIR_ALL)
+
+    def remote_files(self, dataset: str | None, *, base_url: str | None = None,
+                     with_corpus: bool = False) -> tuple[str, list[RemoteFile]]:
+        """``<base>/<name>.zip`` (default base: the BEIR UKP host), checked against BEIR's published MD5."""
+        if not dataset:
+            raise ConfigError("pick a BEIR dataset with --dataset (e.g. scifact)")
+        return dataset, [beir_zip(dataset, base_url, ".")]
 
     def load(self, dataset_dir: str | Path, *, dataset: str | None = None, split: str | None = None,
              **options: Any) -> LoadedBenchmark:

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
+from harness.benchmark import LoadedBenchmark, RemoteFile, SuiteOption, register_suite
 from harness.data.beir import BeirDataset, Corpus, Queries, check_qrels_ids, iter_jsonl
 from harness.data.qrels import Qrels
 from harness.data.run import Run
@@ -238,6 +238,18 @@ class CmtebSuite(BeirLayoutSuite):
 
     def datasets(self) -> list[str]:
         return list(CMTEB_RETRIEVAL + CMTEB_RERANKING)
+
+    def remote_files(self, dataset: str | None, *, base_url: str | None = None,
+                     with_corpus: bool = False) -> tuple[str, list[RemoteFile]]:
+        """The task's mteb hub dataset at mteb's pinned revision (parquet files)."""
+        if not dataset:
+            raise ConfigError("pick a C-MTEB task with --dataset (e.g. T2Retrieval)")
+        d = task_definition(task_definition(dataset)["name"])
+        base = (base_url or "https://huggingface.co/datasets").rstrip("/")
+        root = f"{base}/{d['hf_path']}/resolve/{d['revision']}"
+        configs = ["corpus", "queries", "data"] + (["top_ranked"] if d["kind"] == "reranking" else [])
+        return d["name"], [RemoteFile(f"{root}/{c}/{d['split']}-00000-of-00001.parquet",
+                                      f"{c}/{d['split']}-00000-of-00001.parquet") for c in configs]
 
     def load(self, dataset_dir: str | Path, *, dataset: str | None = None, split: str | None = None,
              **options: Any) -> LoadedBenchmark:

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
+from harness.benchmark import LoadedBenchmark, RemoteFile, SuiteOption, register_suite
 from harness.data.beir import BeirDataset, Corpus, Queries, iter_jsonl, read_corpus
 from harness.data.qrels import Qrels
 from harness.errors import ConfigError, InputError
@@ -162,6 +162,13 @@ class DuReaderSuite(BeirLayoutSuite):
 
     def datasets(self) -> list[str]:
         return ["dureader-retrieval"]
+
+    def remote_files(self, dataset: str | None, *, base_url: str | None = None,
+                     with_corpus: bool = False) -> tuple[str, list[RemoteFile]]:
+        """The DuReader-Retrieval baseline dataset archive (Baidu CDN)."""
+        base = (base_url or "https://dataset-bj.cdn.bcebos.com/qianyan").rstrip("/")
+        return "dureader-retrieval", [RemoteFile(f"{base}/dureader-retrieval-baseline-dataset.tar.gz", ".",
+                                                 unpack="tar", strip_top=True)]
 
     def load(self, dataset_dir: str | Path, *, dataset: str | None = None, split: str | None = None,
              **options: Any) -> LoadedBenchmark:

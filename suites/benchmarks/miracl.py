@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
+from harness.benchmark import LoadedBenchmark, RemoteFile, SuiteOption, register_suite
 from harness.data.beir import BeirDataset, Corpus, Queries, check_qrels_ids, iter_jsonl
 from harness.data.qrels import Qrels, read_qrels
 from harness.errors import ConfigError, InputError
@@ -172,6 +172,26 @@ class MiraclSuite(BeirLayoutSuite):
 
     def datasets(self) -> list[str]:
         return list(MIRACL_LANGUAGES)
+
+    def remote_files(self, dataset: str | None, *, base_url: str | None = None,
+                     with_corpus: bool = False) -> tuple[str, list[RemoteFile]]:
+        """``<base>/miracl/resolve/main/miracl-v1.0-<lang>/{topics,qrels}/...`` and with ``with_corpus``
+        ``<base>/miracl-corpus/resolve/main/miracl-corpus-v1.0-<lang>/docs-<n>.jsonl.gz``."""
+        if not dataset:
+            raise ConfigError("pick a MIRACL language with --dataset (e.g. te)")
+        lang = dataset
+        check_language(lang)
+        base = (base_url or HF_BASE_URL).rstrip("/")
+        files = [RemoteFile(f"{base}/miracl/resolve/main/miracl-v1.0-{lang}/{kind}/{kind}.miracl-v1.0-{lang}-dev.tsv",
+                            f"{kind}/{kind}.miracl-v1.0-{lang}-dev.tsv") for kind in ("topics", "qrels")]
+        if with_corpus:
+            known = CORPUS_SHARDS.get(lang)
+            count = known if known is not None else 1000
+            for i in range(count):
+                files.append(RemoteFile(
+                    f"{base}/miracl-corpus/resolve/main/miracl-corpus-v1.0-{lang}/docs-{i}.jsonl.gz",
+                    f"miracl-corpus-v1.0-{lang}/docs-{i}.jsonl.gz", probe=known is None and i > 0))
+        return dataset, files
 
     def load(self, dataset_dir: str | Path, *, dataset: str | None = None, split: str | None = None,
              **options: Any) -> LoadedBenchmark:

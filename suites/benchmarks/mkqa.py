@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
+from harness.benchmark import LoadedBenchmark, RemoteFile, SuiteOption, register_suite
 from harness.data.beir import BeirDataset, Queries, iter_jsonl, read_corpus
 from harness.errors import ConfigError, InputError
 from harness.io.readers import json_id
@@ -50,6 +50,8 @@ from suites.benchmarks._common import (
     select_answers,
     with_options,
 )
+from suites.benchmarks.beir import BASE_URL as BEIR_BASE_URL
+from suites.benchmarks.beir import ZIP_MD5 as BEIR_ZIP_MD5
 from suites.groupings import MKQA_LANGUAGES, MKQA_QUERY_LANGUAGES
 
 ACC_METRICS = ("acc@10", "acc@100")
@@ -130,6 +132,17 @@ class MkqaSuite(BeirLayoutSuite):
 
     def datasets(self) -> list[str]:
         return list(MKQA_QUERY_LANGUAGES)
+
+    def remote_files(self, dataset: str | None, *, base_url: str | None = None,
+                     with_corpus: bool = False) -> tuple[str, list[RemoteFile]]:
+        """The release ``mkqa.jsonl.gz`` (apple/ml-mkqa); ``with_corpus`` adds BEIR's NQ corpus (the English
+        Wikipedia passages, as BGE-M3's MKQA evaluation)."""
+        url = f"{base_url.rstrip('/')}/mkqa.jsonl.gz" if base_url else RELEASE_URL
+        files = [RemoteFile(url, "mkqa.jsonl.gz")]
+        if with_corpus:
+            base = (base_url or BEIR_BASE_URL).rstrip("/")
+            files.append(RemoteFile(f"{base}/nq.zip", "nq", md5=BEIR_ZIP_MD5["nq"], unpack="zip", strip_top=True))
+        return "mkqa", files
 
     def load(self, dataset_dir: str | Path, *, dataset: str | None = None, split: str | None = None,
              **options: Any) -> LoadedBenchmark:
