@@ -6,9 +6,23 @@ A method is a small class registered by name::
     class Uniform(Method):
         presets = {"tiny": {...}, "small": {...}, "paper": {...}}   # TrainSpec overrides per scale
 
-and holds only what is unique to it.  The shared trainer
-(:class:`harness.train.trainer.Trainer`) runs the loop and calls these hooks, in
-this order, with a :class:`harness.train.context.TrainContext` ``ctx``:
+and holds only what is unique to it.  Before its run, the engine
+(:func:`harness.train.stages.train_run`) calls:
+
+``validate(spec)``
+    refuse a configuration before anything is loaded or written.
+``stages(spec)``
+    the runs and data work needed first, as data (:class:`~harness.train.stages.Stage`: a
+    reference model, a stage-1 proxy, COCO pretraining; :class:`~harness.train.stages.DataStage`:
+    mined negatives, built by ``build_stage``); the engine trains or builds each as its own cell.
+``prepare(spec, data, stages)``
+    the finished stages turned into what the trainer needs (a
+    :class:`~harness.train.stages.Prepared`: the data to train on, initial dataset weights, values
+    the hooks read as ``ctx.prepared``).
+
+Then the shared trainer (:class:`harness.train.trainer.Trainer`) runs the loop and calls these
+hooks, in this order, with a :class:`harness.train.context.TrainContext` ``ctx`` (``ctx.stages``:
+the finished stages by name):
 
 ``representation_head(spec)``
     before the model is built: the head that turns backbone outputs into
@@ -54,9 +68,7 @@ this order, with a :class:`harness.train.context.TrainContext` ``ctx``:
 """
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -64,15 +76,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from harness.errors import ConfigError
-from harness.io.claims import claim
 from harness.keys import content_key
 from harness.recipe import NoOptions, Preset, declaration_from_defaults, validate_options
 from harness.recipe import defaults as recipe_defaults
 from harness.registry import Registry
-from harness.train.outdir import DEPS_DIR, check_training_folder
-from harness.train.result import DONE_FILE, Checkpoint
-
-log = logging.getLogger(__name__)
+from harness.train.result import Checkpoint
 
 if TYPE_CHECKING:  # imported lazily: listing methods must not import torch
     import torch
@@ -83,25 +91,12 @@ if TYPE_CHECKING:  # imported lazily: listing methods must not import torch
     from harness.train.context import EncodedBatch, LossOutput, TrainContext
     from harness.train.heads import Head
     from harness.train.spec import TrainSpec
+    from harness.train.stages import DataStage, Prepared, Stage, StageResult
 
 def check_choice(owner: str, option: str, value: Any, choices: Sequence[str]) -> None:
     """Refuse a method option outside ``choices``, naming the method, the option and the choices."""
     if value not in choices:
         raise ConfigError(f"{owner}: unknown {option} {value!r}: {option} must be one of {', '.join(choices)}")
-
-
-@dataclass(frozen=True)
-class PlannedRun:
-    """A training run a method trains (or reuses) before its own, for dry-run plans.
-
-    ``frozen_forwards``: extra no-grad forward passes per step of another model of the
-    same size (e.g. tDRO's frozen reference), counted in compute estimates.
-    """
-
-    label: str
-    method: str
-    spec: TrainSpec
-    frozen_forwards: int = 0
 
 
 def _preset_of(cls: type, value: Mapping[str, Any]) -> Preset:
@@ -149,15 +144,17 @@ class Method:
     # keys from 2 on, so runs cached before the fix are not reused (train_run_config).
     revision: ClassVar[int] = 1
     # Where training runs are cached by content key.  The suite runner points it at its
-    # ``cells/train`` folder, so a run a method depends on (e.g. tDRO's reference model)
+    # ``cells/train`` folder, so a stage a method declares (e.g. tDRO's reference model)
     # that is also a suite cell (the uniform baseline) is trained once and shared.
     cells_root: Path | None = None
-    # The dependency runs this instance obtained (trained or reused) through ``train_dependency``, theirs
-    # included: the trainer accepts them, and nothing else, beside its own run (``<workdir>/deps``).
-    dependency_runs: tuple[Path, ...] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if "train" in cls.__dict__:
+            # Stages are declared (``stages``), prepared (``prepare``) and scheduled by the engine
+            # (harness.train.stages): a method that trained them itself would hide them from dry runs,
+            # executors and ``harness train``.
+            raise TypeError(f"{cls.__name__} overrides Method.train; declare stages() and prepare() instead")
         cls.presets = MappingProxyType({scale: _preset_of(cls, p) for scale, p in cls.presets.items()})
         if "default_options" in cls.__dict__ and "Options" not in cls.__dict__:
             cls.Options = declaration_from_defaults(cls.__name__, cls.default_options,
@@ -257,17 +254,26 @@ class Method:
     def export(self, ctx: TrainContext, directory: Path) -> None:
         """Write method outputs (e.g. learned weights) into ``directory`` at the end of training."""
 
-    # ------------------------------------------------------------------ dependencies
-    def planned_dependencies(self, spec: TrainSpec) -> list[PlannedRun]:
-        """The runs ``train`` obtains through :meth:`train_dependency` first, in order (none by default);
-        dry runs list them and count their compute once per distinct run."""
+    # ------------------------------------------------------------------ stages
+    def stages(self, spec: TrainSpec) -> list[Stage | DataStage]:
+        """The runs and data work this method needs before its own run under ``spec``, as data, in order
+        (none by default).  The engine trains or builds each as its own content-keyed cell
+        (:mod:`harness.train.stages`); dry runs list them and count their compute once per distinct run."""
         return []
 
-    def stages(self, spec: TrainSpec) -> list[str]:
-        """What ``train`` does before this method's own run under ``spec``, in order: the planned
-        dependency runs' labels by default; a method that prepares its training data first adds that
-        (``mined``: its hard-negative mining)."""
-        return [run.label for run in self.planned_dependencies(spec)]
+    def validate(self, spec: TrainSpec) -> None:
+        """Refuse a configuration this method cannot train, before anything is loaded or written."""
+
+    def build_stage(self, stage: DataStage, spec: TrainSpec, data: TrainingData, root: Path) -> None:
+        """Build the data stage ``stage`` into ``root`` (only methods that declare data stages)."""
+        raise ConfigError(f"method {self.name!r} declares data stage {stage.name!r} but defines no build_stage")
+
+    def prepare(self, spec: TrainSpec, data: TrainingData, stages: Mapping[str, StageResult]) -> Prepared:
+        """What the trainer gets from the finished ``stages``: the data to train on, the initial dataset
+        weights and values the hooks read as ``ctx.prepared`` (default: the data as given)."""
+        from harness.train.stages import Prepared
+
+        return Prepared(data)
 
     def plan_notes(self, spec: TrainSpec) -> list[str]:
         """Lines a dry run prints under the run: work besides training and its estimated cost (none by default)."""
@@ -282,40 +288,13 @@ class Method:
         """The content key of a training run (the suite runner keys its cells the same way)."""
         return content_key(train_run_config(method, spec, data.fingerprint()))
 
-    def train_dependency(self, method: str, spec: TrainSpec, data: TrainingData,
-                         workdir: str | Path) -> Checkpoint:
-        """Train (or reuse) another method's run that this one builds on.
-
-        The run lives in ``cells_root/<key>`` when a runner set ``cells_root`` (shared with
-        identical suite cells), else in ``<workdir>/deps/<key>``; it resumes like any run.  A
-        ``workdir`` that is not the harness's (:func:`~harness.train.outdir.check_training_folder`)
-        is refused before anything is written into it.
-        """
-        if self.cells_root is not None:
-            root = self.cells_root
-        else:
-            check_training_folder(workdir)
-            root = Path(workdir) / DEPS_DIR
-        dependency = get_method(method)
-        dependency.cells_root = root
-        run_dir = root / self.run_key(method, spec, data)
-        # Claimed around the dependency's own preparation too (its dependencies, its data): a process
-        # that waited here finds the run done and reuses it (harness.io.claims).
-        with claim(run_dir, f"dependency {method} of {self.name}"):
-            ckpt = dependency.train(spec, data, run_dir)
-        self.dependency_runs = (*self.dependency_runs, *dependency.dependency_runs, run_dir)
-        return ckpt
-
     # ------------------------------------------------------------------ train / encode
     def train(self, spec: TrainSpec, data: TrainingData, workdir: str | Path) -> Checkpoint:
-        """Train (or resume, or return the finished run) in ``workdir``."""
-        from harness.train.trainer import Trainer
+        """Train (or resume, or return the finished run) in ``workdir``, after the declared stages
+        (:func:`harness.train.stages.train_run`; subclasses do not override this)."""
+        from harness.train.stages import train_run
 
-        # One process per run directory at a time; a waiter resumes or reuses what the holder left.
-        with claim(workdir, f"training {self.name}"):
-            if not (Path(workdir) / DONE_FILE).exists():
-                log.info("training %s in %s", self.name, workdir)
-            return Trainer(spec, data, workdir, method=self).run()
+        return train_run(self, spec, data, workdir, cells_root=self.cells_root)
 
     def encoder(self, ckpt: Checkpoint, **kwargs: Any) -> Encoder:
         """The trained model as an :class:`~harness.encoders.base.Encoder` (``kwargs`` go to HFEncoder)."""

@@ -22,7 +22,7 @@ per-sample loss, cluster statistics, and checkpointed weights.
   (NaN when absent), counts in the batch and cluster sizes among the training queries, kept in the
   state and written to ``method/dro_trace.npz`` (plotted by ``reports.plots_dro``).
 * **COCO first** (option ``coco``: ``{preset, train, options}``): the fine-tuning starts from a
-  ``coco`` run on the named corpora, obtained with ``train_dependency`` (keyed by content, shared by
+  ``coco`` run on the named corpora, declared as a stage the engine trains first (keyed by content, shared by
   every variant with the same COCO settings); the "+COCO" rows of paper 001.
 * **Parameters for per-cluster gradients** (iDRO): the regex ``params``, or by default the last
   ``blocks`` transformer blocks (names ``layer.<i>.`` / ``layers.<i>.``; LoRA parameters only, when
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,16 +43,16 @@ import torch
 import torch.nn.functional as F
 
 from harness.errors import ConfigError
-from harness.method import Method, PlannedRun, check_choice
+from harness.method import Method
+from harness.recipe import defaults, option
 from harness.train.episodes import encode_texts
 from harness.train.negatives import AnceNegatives
+from harness.train.stages import DataStage, Stage
 from methods.uniform import _PAPER, _SMALL, _TINY
 
 if TYPE_CHECKING:
-    from harness.data.collections import TrainingData
     from harness.train.batching import Batch
     from harness.train.context import EncodedBatch, LossOutput, TrainContext
-    from harness.train.result import Checkpoint
     from harness.train.spec import TrainSpec
 
 LOSSES = ("triplet", "trainer")
@@ -71,9 +72,44 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 # COCO-DR Large: the same recipe on BERT-large (the paper's coCondenser-pretrained BERT-large is not public).
 PRESETS["paper-large"] = {**PRESETS["paper"], "model": "bert-large-uncased"}
-CLUSTER_OPTIONS = {"k": 50, "niter": 500, "nredo": 5, "episode_every": 0, "loss": "triplet", "params": "",
-                   "blocks": 3, "ance_refresh_steps": 0, "ance_depth": 200, "ance_keep": 30, "ance_warmup": "data",
-                   "coco": None}
+_README = "OpenMatch/COCO-DR ANCE/README.md"
+_KMEANS = "OpenMatch/COCO-DR ANCE/drivers/run_ann_data_gen.py faiss.Kmeans(dim, 50, niter=500, nredo=5)"
+
+
+@dataclass(frozen=True)
+class ClusterDROOptions:
+    """The options iDRO, GroupDRO and their ERM baseline share: clusters, per-sample loss, ANCE negatives, COCO."""
+
+    k: int = option(50, doc="number of K-means query clusters", bounds="[1, inf)",
+                    source="paper 001 (K = 50; METHODS.md 2.2) / " + _README + " (n_groups 50)")
+    niter: int = option(500, doc="K-means iterations", bounds="[1, inf)", source=_KMEANS)
+    nredo: int = option(5, doc="K-means restarts (the best is kept)", bounds="[1, inf)", source=_KMEANS)
+    episode_every: int = option(0, doc="re-cluster every N optimizer steps (0: with the ANCE refreshes, or once "
+                                       "before step 0)", unit="optimizer steps", bounds="[0, inf)",
+                                source="harness default: the code re-clusters when negatives are refreshed")
+    loss: str = option("triplet", doc="per-sample loss: the code's triplet softmax [d+, one negative], or the "
+                                      "trainer's InfoNCE (HN/IBN/CBN)", choices=LOSSES,
+                       source="OpenMatch/COCO-DR ANCE/model/models.py (triplet softmax, no in-batch negatives)")
+    params: str = option("", doc="regex of the parameters for per-cluster gradients (empty: the last `blocks` "
+                                 "transformer blocks)", source="harness default: empty, so `blocks` decides")
+    blocks: int = option(3, doc="last transformer blocks whose parameters give the per-cluster gradients",
+                         bounds="[1, inf)", source="OpenMatch/COCO-DR ANCE/model/dro_loss.py (layer.9-11, BERT-base)")
+    ance_refresh_steps: int = option(0, doc="re-mine ANCE negatives every N steps (0: keep the data's negatives)",
+                                     unit="optimizer steps", bounds="[0, inf)",
+                                     source="harness default: off, so tiny runs need no re-encoding of the corpus")
+    ance_depth: int = option(200, doc="ANCE candidates: the current checkpoint's top N over the training corpus",
+                             bounds="[1, inf)", source="OpenMatch/COCO-DR ANCE/drivers/run_ann_data_gen.py (top 200)")
+    ance_keep: int = option(30, doc="ANCE negatives kept per query, drawn at random from the candidates",
+                            bounds="[1, inf)", source="OpenMatch/COCO-DR ANCE/drivers/run_ann_data_gen.py (30)")
+    ance_warmup: str = option("data", doc="negatives before the first ANCE episode: the collection's (data) or BM25",
+                              choices=("data", "bm25"),
+                              source="harness default: the collection's negatives (the code warms up on BM25)")
+    coco: dict[str, object] | None = option(None, doc="COCO pretraining first: {preset, train, options} "
+                                                      "(the +COCO rows)",
+                                            source="harness default: none (plain fine-tuning rows of paper 001)")
+
+
+CLUSTER_OPTIONS = defaults(ClusterDROOptions)   # the plain defaults, for callers that read them as a dict
 COCO_KEYS = ("preset", "train", "options")
 TRACE_FILE = "dro_trace.npz"
 TRACE_KEYS = ("weights", "losses", "counts", "sizes")
@@ -125,7 +161,7 @@ class ClusterDRO(Method):
     """Base of the cluster-reweighting methods: clusters, per-sample loss, state; subclasses weigh clusters."""
 
     presets = PRESETS
-    default_options = CLUSTER_OPTIONS
+    Options = ClusterDROOptions
 
     @staticmethod
     def _schedule(every: int, steps: int) -> list[int]:
@@ -166,21 +202,13 @@ class ClusterDRO(Method):
         return Coco.spec(str(coco.get("preset", "tiny")), **{"model": spec.model, "seed": spec.seed, **train,
                                                               "method_options": dict(coco.get("options") or {})})
 
-    def planned_dependencies(self, spec: TrainSpec) -> list[PlannedRun]:
+    def stages(self, spec: TrainSpec) -> list[Stage | DataStage]:
+        """COCO pretraining first when ``coco`` is set: fine-tuning starts from its model."""
         coco = self.coco_spec(spec)
-        return [] if coco is None else [PlannedRun("COCO pretraining (coco)", "coco", coco)]
-
-    def train(self, spec: TrainSpec, data: TrainingData, workdir: str | Path) -> Checkpoint:
-        """Fine-tune, from the COCO-pretrained model (trained or reused first) when ``coco`` is set."""
-        coco = self.coco_spec(spec)
-        if coco is not None:
-            ckpt = self.train_dependency("coco", coco, data, workdir)
-            spec = spec.replace(model=str(ckpt.path))
-        return super().train(spec, data, workdir)
+        return [] if coco is None else [Stage("coco", "COCO pretraining (coco)", "coco", coco, starts_from=True)]
 
     def configure(self, ctx: TrainContext) -> None:
         opts = ctx.options
-        check_choice(self.name, "loss", opts["loss"], LOSSES)
         self.k = int(opts["k"])
         n_queries = sum(ctx.data.sizes)
         if not 1 <= self.k <= n_queries:

@@ -41,9 +41,8 @@ optional in the spec): the Condenser head.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -53,8 +52,10 @@ import torch.nn.functional as F
 from harness.encoders.backbone import tokenize
 from harness.errors import ConfigError
 from harness.method import Method, register_method
+from harness.recipe import option
 from harness.train import distributed as D
 from harness.train.batching import ViewBatch
+from harness.train.stages import Prepared, StageResult
 from methods.coco_mlm import MlmDenseHead, check_mlm_backbone, mask_tokens, mlm_loss_sum
 from methods.coco_spans import span_sources
 from methods.uniform import _PAPER, _SMALL, _TINY
@@ -63,7 +64,6 @@ if TYPE_CHECKING:
     from harness.data.collections import TrainingData
     from harness.encoders.heads import Head
     from harness.train.context import EncodedBatch, LossOutput, TrainContext
-    from harness.train.result import Checkpoint
     from harness.train.spec import TrainSpec
 
 _PICK_STREAM = 0xC0C1
@@ -118,14 +118,35 @@ _COCO_TINY = {**_TINY, **_COCO, "doc_max_length": 64, "batch_size": 16, "steps":
               "lr": 1e-3}
 
 
+_CHUNKS = "OpenMatch/COCO-DR COCO/helper/create_train_co_short.py"
+
+
+@dataclass(frozen=True)
+class CocoOptions:
+    """COCO's options: the corpora, the released chunking rule and the optional MLM term."""
+
+    corpora: list[str] = option([], doc="corpus folders or files to cut span pairs from (required)",
+                                source="harness default: none; a run names its target corpora")
+    span_tokens: int = option(30, doc="tokens a span chunk is packed to", unit="tokens", bounds="[1, inf)",
+                              source=_CHUNKS + " (about 30 tokens)")
+    early_close: float = option(0.1, doc="probability of closing a chunk early", bounds="[0, 1]",
+                                source=_CHUNKS + " (random close, p 0.1)")
+    span_max_length: int = option(128, doc="tokens per span view", unit="tokens", bounds="[1, inf)",
+                                  source="OpenMatch/COCO-DR COCO/README.md (maximum sequence length 128)")
+    mlm_weight: float = option(0.0, doc="weight of the MLM cross-entropy beside the contrastive loss (0: none)",
+                               bounds="[0, inf)", source="harness default: off (the Condenser MLM is BERT-specific; "
+                                                         "METHODS.md 2.1)")
+    mlm_probability: float = option(0.15, doc="share of tokens masked for the MLM term", bounds="(0, 1)",
+                                    source="OpenMatch/COCO-DR COCO/modeling.py (whole-word masking rate 0.15)")
+
+
 @register_method("coco")
 class Coco(Method):
     """Contrastive pretraining on span pairs of target corpora (COCO, paper 001)."""
 
     description = "COCO: contrastive span-pair pretraining on target corpora (COCO-DR, paper 001)"
     presets = {"tiny": _COCO_TINY, "small": _COCO_SMALL, "paper": _COCO_PAPER}
-    default_options = {"corpora": [], "span_tokens": 30, "early_close": 0.1, "span_max_length": 128,
-                       "mlm_weight": 0.0, "mlm_probability": 0.15}
+    Options = CocoOptions
 
     def span_data(self, spec: TrainSpec) -> TrainingData:
         """The span sources of the corpora in ``spec.method_options`` (chunked with the model's tokenizer)."""
@@ -138,10 +159,12 @@ class Coco(Method):
         return span_sources([str(c) for c in options["corpora"]], tokenizer, span_tokens=int(options["span_tokens"]),
                             early_close=float(options["early_close"]), seed=spec.seed)
 
-    def train(self, spec: TrainSpec, data: TrainingData, workdir: str | Path) -> Checkpoint:
-        """Train on the corpora's span pairs (``data``, the fine-tuning collection, is not used)."""
+    def validate(self, spec: TrainSpec) -> None:
         self.representation_head(spec)                 # an MLM term on a model without MLM head: refused first
-        return super().train(spec, self.span_data(spec), workdir)
+
+    def prepare(self, spec: TrainSpec, data: TrainingData, stages: Mapping[str, StageResult]) -> Prepared:
+        """Train on the corpora's span pairs (``data``, the fine-tuning collection, is not used)."""
+        return Prepared(self.span_data(spec))
 
     @staticmethod
     def mlm_weight(spec: TrainSpec) -> float:

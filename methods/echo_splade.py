@@ -48,6 +48,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,14 +67,14 @@ from harness.encoders.echo_inputs import (
     parse_template,
     text_token_ids,
 )
-from harness.encoders.heads import AGGREGATIONS, MarkedSparseHead
+from harness.encoders.heads import MarkedSparseHead
 from harness.encoders.sparse_echo import EchoSettings, check_causal_lm
 from harness.errors import ConfigError
-from harness.method import check_choice, register_method
-from methods.splade import Splade
+from harness.method import register_method
+from harness.recipe import option
+from methods.splade import Splade, SpladeOptions
 
 if TYPE_CHECKING:
-    from harness.data.collections import TrainingData
     from harness.encoders.sparse import EchoSparseEncoder
     from harness.train.batching import TrainBatch
     from harness.train.context import TrainContext
@@ -243,6 +244,37 @@ _TINY = {
 }
 
 
+_ECHO = "jakespringer/echo-embeddings README.md, echo_embeddings.py"
+
+
+@dataclass(frozen=True)
+class EchoSpladeOptions(SpladeOptions):
+    """Echo-SPLADE's options: SPLADE's, the echo templates, QLoRA and the interpretability check."""
+
+    echo: bool = option(True, doc="echo templates (each text twice, the second occurrence pooled); false: plain "
+                                  "templates", source="paper 003 (echo embeddings; " + _ECHO + ")")
+    include_eos: bool = option(False, doc="also pool the final EOS token after the echoed text",
+                               source="METHODS.md 4.2 choice: the second occurrence only (the echo code's dense "
+                                      "pooling includes </s>)")
+    query_template: str | None = option(None, doc="query template (null: the mode's default, ECHO_TEMPLATES or "
+                                                  "PLAIN_TEMPLATES)", source=_ECHO + " (its templates)")
+    doc_template: str | None = option(None, doc="document template (null: the mode's default)",
+                                      source=_ECHO + " (its templates)")
+    query_prompt: str = option("", doc="fills %%prompt%% and selects the instructed query template",
+                               source="METHODS.md 4.2 choice: no query instruction (paper 003 mentions none)")
+    quantization: str | None = option(None, doc="4bit: QLoRA (bitsandbytes NF4, LoRA and a CUDA GPU required); "
+                                                "null: none", choices=("4bit",),
+                                      source="harness default: none (the paper preset sets 4bit, paper 003's QLoRA)")
+    interpretability_texts: int = option(64, doc="training passages the top-term share is measured on, before and "
+                                                 "after training", bounds="[0, inf)",
+                                         source="harness default: a stable share in seconds")
+    interpretability_k: int = option(20, doc="top weighted vocabulary terms per text in the share", bounds="[1, inf)",
+                                     source="paper 003 (top-20 terms)")
+    eval_top_k: int | None = option(None, doc="the trained encoder keeps each text's largest k weights (null: "
+                                              "every term)", bounds="[1, inf)",
+                                    source="harness default: keep every term (the small preset sets 256)")
+
+
 @register_method("echo-splade")
 class EchoSplade(Splade):
     """Echo-Mistral-SPLADE on the shared trainer (options and behaviour: see the module docstring)."""
@@ -250,9 +282,7 @@ class EchoSplade(Splade):
     description = ("Echo-Mistral-SPLADE (paper 003): SPLADE weights from a decoder's LM head over echo templates, "
                    "LoRA on the projections with embeddings and LM head frozen")
     presets = {"tiny": _TINY, "small": _SMALL, "paper": _PAPER}
-    default_options = {**Splade.default_options, "echo": True, "include_eos": False, "query_template": None,
-                       "doc_template": None, "query_prompt": "", "quantization": None,
-                       "interpretability_texts": 64, "interpretability_k": 20, "eval_top_k": None}
+    Options = EchoSpladeOptions
 
     def __init__(self) -> None:
         super().__init__()
@@ -267,20 +297,6 @@ class EchoSplade(Splade):
     def resolve_options(self, options: dict[str, Any]) -> dict[str, Any]:
         """The options with defaults, their values checked (suite validation and dry runs call this)."""
         opts = super().resolve_options(options)
-        check_choice("method echo-splade", "pooling", opts["pooling"], AGGREGATIONS)
-        check_quantization(opts["quantization"])
-        for key in ("echo", "include_eos"):
-            if not isinstance(opts[key], bool):
-                raise ConfigError(f"method echo-splade: {key} must be true or false, got {opts[key]!r}")
-        if not isinstance(opts["query_prompt"], str):
-            raise ConfigError(f"method echo-splade: query_prompt must be a string, got {opts['query_prompt']!r}")
-        checks = [("interpretability_texts", 0), ("interpretability_k", 1)]
-        if opts["eval_top_k"] is not None:
-            checks.append(("eval_top_k", 1))
-        for key, least in checks:
-            value = opts[key]
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ConfigError(f"method echo-splade: {key} must be an integer >= {least}, got {value!r}")
         self._templates(opts)       # parses (and refuses) the templates
         return opts
 
@@ -314,15 +330,14 @@ class EchoSplade(Splade):
                               "(4-bit weights cannot be fine-tuned in full)")
         return EchoSpladeHead(options["pooling"], options["quantization"])
 
-    def train(self, spec: TrainSpec, data: TrainingData, workdir: str | Path) -> Checkpoint:
-        """Refuse QLoRA where it cannot run, before anything is loaded or written; then train."""
+    def validate(self, spec: TrainSpec) -> None:
+        """Refuse QLoRA where it cannot run, before anything is loaded or written."""
         options = self.resolve_options(dict(spec.method_options))
         if options["quantization"] is not None:
             reason = qlora_unavailable()
             if reason:
                 raise ConfigError(f"method echo-splade: quantization 4bit (QLoRA) needs {reason}; run it on a GPU "
                                   "machine with bitsandbytes installed, or drop quantization (plain LoRA)")
-        return super().train(spec, data, workdir)
 
     # ------------------------------------------------------------------ training
     def configure(self, ctx: TrainContext) -> None:

@@ -5,16 +5,16 @@ Two registered methods, one per stage:
 
 ``tdro-weights`` (stage 1, :mod:`methods.tdro_weights`)
     a trainable proxy and a frozen reference (the uniform baseline's checkpoint,
-    obtained with ``train_dependency("uniform", ...)`` so a suite's baseline cell
-    is reused), batches that mix every dataset per example (probability 1/k),
+    declared as a stage (:class:`~harness.train.stages.Stage`) keyed like a suite cell, so a
+    suite's baseline cell is reused), batches that mix every dataset per example (probability 1/k),
     hard-negative-only InfoNCE, per-sample losses of both models, a per-group
     measurement M and an exponentiated-gradient step on log alpha once per
     optimizer step; the proxy minimises the alpha-weighted loss.  It exports the
     final/mean/EMA weights, Top-p% / Bottom-50% selections, the trajectory and a
     bar chart (like the paper's Figure 3).
 ``tdro`` (stage 2, this module)
-    obtains stage-1 weights through ``train_dependency("tdro-weights", ...)`` and
-    fine-tunes with the uniform recipe (task-homogeneous batches, HN + IBN + CBN)
+    declares stage 1 as a stage the engine trains first, turns its exported weights into a
+    transfer plan (``prepare``) and fine-tunes with the uniform recipe (task-homogeneous batches, HN + IBN + CBN)
     using them: ``transfer: top|bottom`` (the top / bottom ``percent``% datasets at
     1/n each), ``ratio`` (alpha as the sampling distribution) or ``loss`` (uniform
     sampling, the loss of a batch from dataset g multiplied by k * alpha_g, the
@@ -45,13 +45,16 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from harness.errors import ConfigError
-from harness.method import Method, PlannedRun, check_choice, register_method
+from harness.method import Method, register_method
+from harness.recipe import option
+from harness.train.stages import DataStage, Prepared, Stage, StageResult
 from methods.uniform import Uniform
 
 if TYPE_CHECKING:
@@ -284,6 +287,50 @@ def read_learned_weights(method_dir: str | Path, source: str = "final") -> dict[
 
 
 # ---------------------------------------------------------------------------------------------- stage 2
+_S1 = "tdro-llm/tdro scripts/s1_tdro.sh (METHODS.md 1.4)"
+
+
+@dataclass(frozen=True)
+class TdroWeightsOptions:
+    """The stage-1 options (``tdro-weights``); ``tdro`` passes its own values of these to stage 1."""
+
+    measure: str = option("relative", doc="group measurement: loss relative to the reference, the excess over it, "
+                                          "or the proxy's loss alone", choices=MEASURES,
+                          source="paper 000 (relative loss, the method; excess and proxy are its ablations)")
+    mode: str = option("code", doc="measurement as released (code) or as the paper writes it (paper)", choices=MODES,
+                       source="METHODS.md 1.6: the released code produced the published weights")
+    lr_alpha: float = option(0.02, doc="step size of the exponentiated-gradient update of log alpha",
+                             bounds="(0, inf)", source="paper 000 / " + _S1 + " (2e-2, constant, SGD)")
+    max_norm: float = option(1.0, doc="clip norm of the alpha-gradient (the paper's gradient normalization)",
+                             source=_S1 + " (grad-norm clip 1.0; METHODS.md 1.5 item 2)")
+
+
+@dataclass(frozen=True)
+class TdroOptions(TdroWeightsOptions):
+    """tDRO stage 2's options: how the learned weights are transferred, and what stage 1 runs with."""
+
+    transfer: str = option("ratio", doc="top / bottom: the top or bottom `percent`% datasets at 1/n each; ratio: "
+                                        "alpha as the sampling distribution; loss: uniform sampling, batch losses "
+                                        "times k * alpha_g", choices=TRANSFERS,
+                           source="harness default: sample-ratio reweighting, alpha used directly "
+                                  "(tdro-llm/tdro scripts/s2_train_optimized_model.sh; METHODS.md 1.3)")
+    percent: float = option(70, doc="share of the datasets kept by the top / bottom transfers", unit="%",
+                            source="paper 000 (top70, its best selection; METHODS.md 1.3)")
+    source: str = option("final", doc="which exported weights to transfer: the final, mean or EMA alpha",
+                         choices=WEIGHT_SOURCES, source="paper 000 (alpha_final; METHODS.md 1.3)")
+    stage1: dict[str, object] = option(dict(STAGE1_DEFAULTS), doc="TrainSpec overrides of stage 1",
+                                       source=_S1 + ": 1 + 7 hard negatives, 4 accumulation steps")
+    proxy_model: str | None = option(None, doc="stage-1 proxy backbone (null: this run's model)",
+                                     source="harness default: this run's backbone (paper 000's proxy is "
+                                            "Qwen1.5-0.5B base; METHODS.md 1.4)")
+    reference: dict[str, object] | None = option({}, doc="TrainSpec overrides of the reference run (stage 1's "
+                                                         "frozen model; empty: the uniform baseline)",
+                                                 source="paper 000 (reference = the s0 uniform baseline)")
+    weights: dict[str, float] | None = option(None, doc="{dataset: weight} to transfer instead of running stage 1 "
+                                                        "(e.g. published weights)",
+                                              source="harness default: none, stage 1 learns them")
+
+
 @register_method("tdro")
 class Tdro(Method):
     """tDRO stage 2: the uniform recipe fine-tuned with stage-1 dataset weights (see the module docstring).
@@ -298,78 +345,71 @@ class Tdro(Method):
 
     description = "tDRO: dataset weights learned by a proxy vs a reference, transferred to fine-tuning"
     presets = Uniform.presets
-    default_options = {"transfer": "ratio", "percent": 70, "measure": "relative", "mode": "code",
-                       "source": "final", "lr_alpha": 0.02, "max_norm": 1.0, "stage1": dict(STAGE1_DEFAULTS),
-                       "proxy_model": None, "reference": {}, "weights": None}
+    Options = TdroOptions
 
     def __init__(self) -> None:
-        self._sampling: np.ndarray | None = None
         self._multipliers: np.ndarray | None = None
-        self._learned: np.ndarray | None = None
         self._multiplier_tensor = None
-        self._provenance: dict[str, Any] = {}
 
     def resolve_options(self, options: dict[str, Any]) -> dict[str, Any]:
         opts = super().resolve_options(options)
-        for option, choices in (("transfer", TRANSFERS), ("measure", MEASURES), ("mode", MODES),
-                                ("source", WEIGHT_SOURCES)):
-            check_choice("tdro", option, opts[option], choices)
         if opts["transfer"] in ("top", "bottom"):
             selection_size(100, float(opts["percent"]))       # validates the range
-        for key in ("stage1", "reference"):
-            if not isinstance(opts[key] or {}, dict):
-                raise ConfigError(f"tdro: option {key!r} must be a mapping of TrainSpec fields")
         return opts
 
     # ------------------------------------------------------------------ stage 1
-    def planned_dependencies(self, spec: TrainSpec) -> list[PlannedRun]:
+    def stages(self, spec: TrainSpec) -> list[Stage | DataStage]:
+        """Stage 1 (``tdro-weights``, which declares its own reference run), unless ``weights`` are given."""
         opts = self.resolve_options(dict(spec.method_options))
         if opts["weights"] is not None:
             return []
         from harness.method import get_method
 
         s1 = stage1_spec(spec, opts)
-        weights = get_method("tdro-weights")
-        return [*weights.planned_dependencies(s1),
-                PlannedRun(f"stage 1 (tdro-weights, {opts['measure']})", "tdro-weights", s1,
-                           weights.frozen_forwards(s1))]
+        return [Stage("stage1", f"stage 1 (tdro-weights, {opts['measure']})", "tdro-weights", s1,
+                      get_method("tdro-weights").frozen_forwards(s1))]
 
-    def learned_weights(self, spec: TrainSpec, data: TrainingData, workdir: str | Path) -> np.ndarray:
-        """Alpha per source (in ``data`` order): given weights, or stage 1 trained/reused as a dependency."""
+    def validate(self, spec: TrainSpec) -> None:
+        if spec.dataset_weights is not None:
+            raise ConfigError("tdro learns its dataset weights; remove dataset_weights from the spec")
+
+    def learned_weights(self, spec: TrainSpec, data: TrainingData,
+                        stages: Mapping[str, StageResult]) -> tuple[np.ndarray, dict[str, Any]]:
+        """Alpha per source (in ``data`` order) and where it came from: given, or stage 1's export."""
         opts = self.resolve_options(dict(spec.method_options))
         if opts["weights"] is not None:
             given = {str(k): float(v) for k, v in dict(opts["weights"]).items()}
-            self._provenance = {"weights": "given"}
+            provenance = {"weights": "given"}
         else:
-            ckpt = self.train_dependency("tdro-weights", stage1_spec(spec, opts), data, workdir)
-            given = read_learned_weights(ckpt.workdir / "method", opts["source"])
-            self._provenance = {"weights": f"stage 1 ({opts['source']})", "stage1_run": str(ckpt.workdir)}
+            stage1 = stages["stage1"]
+            given = read_learned_weights(stage1.path / "method", opts["source"])
+            provenance = {"weights": f"stage 1 ({opts['source']})", "stage1_run": str(stage1.path)}
         missing = [n for n in data.names if n not in given]
         extra = sorted(set(given) - set(data.names))
         if missing or extra:
             raise ConfigError(f"tdro: learned weights do not match the training sources (missing "
                               f"{', '.join(missing) or 'none'}; unknown {', '.join(extra) or 'none'})")
-        return np.array([given[n] for n in data.names], dtype=np.float64)
+        return np.array([given[n] for n in data.names], dtype=np.float64), provenance
 
-    def train(self, spec: TrainSpec, data: TrainingData, workdir: str | Path):
-        if spec.dataset_weights is not None:
-            raise ConfigError("tdro learns its dataset weights; remove dataset_weights from the spec")
+    def prepare(self, spec: TrainSpec, data: TrainingData, stages: Mapping[str, StageResult]) -> Prepared:
+        """The transfer plan from the learned weights: sampling weights for the sampler, loss multipliers."""
         opts = self.resolve_options(dict(spec.method_options))
-        self._learned = self.learned_weights(spec, data, workdir)
-        self._sampling, self._multipliers = transfer_plan(self._learned, opts["transfer"], float(opts["percent"]))
-        self._multiplier_tensor = None
-        return super().train(spec, data, workdir)
+        learned, provenance = self.learned_weights(spec, data, stages)
+        sampling, multipliers = transfer_plan(learned, opts["transfer"], float(opts["percent"]))
+        return Prepared(data, sampling, {"learned": learned, "sampling": sampling, "multipliers": multipliers,
+                                         "provenance": provenance})
 
     # ------------------------------------------------------------------ trainer hooks
     def configure(self, ctx) -> None:
-        if self._sampling is None:
-            raise ConfigError("tdro: the transfer weights come from Tdro.train (stage 1 first); "
+        if "multipliers" not in ctx.prepared:
+            raise ConfigError("tdro: the transfer weights come from its stages (harness.train.stages.train_run); "
                               "do not hand this method to a Trainer directly")
+        self._multipliers = np.asarray(ctx.prepared["multipliers"], dtype=np.float64)
+        self._multiplier_tensor = None
 
     def dataset_weights(self, spec, data):
-        if self._sampling is None:        # a plan before stage 1 exists: the uniform start
-            return np.full(len(data), 1.0 / len(data))
-        return self._sampling
+        """Before stage 1 exists (a plan): the uniform start; training uses the prepared sampling weights."""
+        return np.full(len(data), 1.0 / len(data))
 
     def reduce(self, out, ctx):
         if self._multipliers is None or np.allclose(self._multipliers, 1.0):
@@ -384,15 +424,16 @@ class Tdro(Method):
     def export(self, ctx, directory: Path) -> None:
         from harness.io import atomic_write_json
 
-        opts = ctx.options
+        opts, prepared = ctx.options, ctx.prepared
         names = list(ctx.data.names)
-        atomic_write_json(directory / "weights.json", dict(zip(names, map(float, self._sampling))))
+        sampling = prepared["sampling"]
+        atomic_write_json(directory / "weights.json", dict(zip(names, map(float, sampling))))
         atomic_write_json(directory / "transfer.json", {
             "transfer": opts["transfer"], "percent": opts["percent"], "measure": opts["measure"],
-            "mode": opts["mode"], "source": opts["source"], **self._provenance,
-            "learned": dict(zip(names, map(float, self._learned))),
-            "sampling": dict(zip(names, map(float, self._sampling))),
-            "loss_multipliers": dict(zip(names, map(float, self._multipliers)))})
+            "mode": opts["mode"], "source": opts["source"], **prepared["provenance"],
+            "learned": dict(zip(names, map(float, prepared["learned"]))),
+            "sampling": dict(zip(names, map(float, sampling))),
+            "loss_multipliers": dict(zip(names, map(float, prepared["multipliers"])))})
 
 
 __all__ = ["MEASURES", "MODES", "TRANSFERS", "Tdro", "clip_to_norm", "spec_with", "group_measurements",

@@ -15,7 +15,7 @@ Per micro-batch (METHODS.md 1.2), through the trainer's hooks:
 
 The sequence equals repeated :func:`methods.tdro.update_weights` calls (tested).
 The reference is the uniform baseline: ``reference`` (a TrainSpec dict) is trained
-or reused with ``train_dependency("uniform", ...)``, or ``reference_model`` names a
+or reused as the ``reference`` stage (:class:`~harness.train.stages.Stage`), or ``reference_model`` names a
 finished model folder; the ``proxy`` measurement uses neither.  When the reference
 tokenizes exactly like the proxy (same tokenizer pipeline, padding side and EOS
 rule), its forward reuses the micro-batch's token ids instead of re-tokenizing.
@@ -28,19 +28,21 @@ layouts read), ``weights_trajectory.jsonl`` (alpha after every update) and
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from harness.errors import ConfigError
-from harness.method import Method, PlannedRun, check_choice, register_method, thawed
+from harness.method import Method, register_method, thawed
+from harness.recipe import option
+from harness.train.stages import DataStage, Stage
 from methods.tdro import (
-    MEASURES,
-    MODES,
     STAGE1_DEFAULTS,
     STAGE1_FIXED,
     TOP_PERCENTS,
+    TdroWeightsOptions,
     group_measurements,
     select_bottom,
     select_top,
@@ -72,14 +74,24 @@ def same_tokenization(a: Any, b: Any) -> bool:
             and a.pad_token_id == b.pad_token_id and a.eos_token_id == b.eos_token_id)
 
 
+@dataclass(frozen=True)
+class StageOneOptions(TdroWeightsOptions):
+    """``tdro-weights``'s options: the measurement and weight step, and the reference run it compares with."""
+
+    reference: dict[str, object] | None = option(None, doc="the reference run's spec (set by tdro; null: the uniform "
+                                                           "recipe on this spec)",
+                                                 source="paper 000 (reference = the s0 uniform baseline)")
+    reference_model: str | None = option(None, doc="a trained reference model to load instead of training one",
+                                         source="harness default: none, the reference run is trained or reused")
+
+
 @register_method("tdro-weights")
 class TdroWeights(Method):
     """Stage 1 of tDRO: proxy + frozen reference, exponentiated-gradient dataset weights."""
 
     description = "tDRO stage 1: learn dataset weights (proxy vs frozen uniform reference)"
     presets = {scale: _stage1_preset(scale) for scale in ("tiny", "small", "paper")}
-    default_options = {"measure": "relative", "mode": "code", "lr_alpha": 0.02, "max_norm": 1.0,
-                       "reference": None, "reference_model": None}
+    Options = StageOneOptions
 
     def __init__(self) -> None:
         self.reference_path: str | None = None
@@ -95,14 +107,6 @@ class TdroWeights(Method):
         self.group_losses: dict[str, float] = {}
         self.names: list[str] = []
 
-    def resolve_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        opts = super().resolve_options(options)
-        for option, choices in (("measure", MEASURES), ("mode", MODES)):
-            check_choice("tdro-weights", option, opts[option], choices)
-        if float(opts["lr_alpha"]) <= 0:
-            raise ConfigError("tdro-weights: lr_alpha must be > 0")
-        return opts
-
     # ------------------------------------------------------------------ reference
     def default_reference(self, spec) -> dict[str, Any]:
         """The uniform recipe's batching and negatives on this spec (used when ``reference`` is not given)."""
@@ -112,30 +116,27 @@ class TdroWeights(Method):
                    "n_hard_negatives": 1, "grad_accum": 1, "dataset_weights": None}
         return spec_with(spec, changes, {}).config_dict()
 
-    def planned_dependencies(self, spec) -> list[PlannedRun]:
+    def stages(self, spec) -> list[Stage | DataStage]:
+        """The uniform reference run (unless ``measure: proxy`` or a finished ``reference_model``)."""
         from harness.train.spec import TrainSpec
 
         opts = self.resolve_options(dict(spec.method_options))
         if opts["measure"] == "proxy" or opts["reference_model"]:
             return []
-        return [PlannedRun("reference (uniform)", "uniform", TrainSpec.from_dict(opts["reference"] or
-                                                                                 self.default_reference(spec)))]
+        return [Stage("reference", "reference (uniform)", "uniform",
+                      TrainSpec.from_dict(opts["reference"] or self.default_reference(spec)))]
 
     def frozen_forwards(self, spec) -> int:
         return 0 if self.resolve_options(dict(spec.method_options))["measure"] == "proxy" else 1
 
-    def train(self, spec, data, workdir: str | Path):
-        from harness.train.spec import TrainSpec
-
-        opts = self.resolve_options(dict(spec.method_options))
+    def reference_model(self, ctx) -> str | None:
+        """The frozen reference's model folder: the reference stage's, a given ``reference_model``, or none."""
+        opts = ctx.options
         if opts["measure"] == "proxy":
-            self.reference_path = None
-        elif opts["reference_model"]:
-            self.reference_path = str(opts["reference_model"])
-        else:
-            ref = TrainSpec.from_dict(opts["reference"] or self.default_reference(spec)).replace(progress=spec.progress)
-            self.reference_path = str(self.train_dependency("uniform", ref, data, workdir).path)
-        return super().train(spec, data, workdir)
+            return None
+        if opts["reference_model"]:
+            return str(opts["reference_model"])
+        return str(ctx.stages["reference"].model)
 
     # ------------------------------------------------------------------ hooks
     def configure(self, ctx) -> None:
@@ -155,6 +156,7 @@ class TdroWeights(Method):
         max_norm = opts["max_norm"]
         ctx.add_weight_optimizer("alpha", [self.log_alpha], sgd, max_norm=None if max_norm is None else float(max_norm))
         self.frozen = None
+        self.reference_path = self.reference_model(ctx)     # which reference this run measured against
         if self.reference_path is not None:
             self.frozen = ctx.load_frozen_model(self.reference_path)
             self.reuse_tokens = (same_tokenization(self.frozen.tokenizer, ctx.tokenizer)

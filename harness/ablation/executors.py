@@ -3,8 +3,9 @@ arrays, local subprocesses without Slurm) or Ray.
 
 A suite at one scale expands into three kinds of *units*, each keyed by its content key:
 
-``dependency``  a run a method trains before its own (tDRO's reference and stage 1, a COCO-pretrained
-                model, ...), from :meth:`harness.method.Method.planned_dependencies`;
+``dependency``  a stage a method declares before its own run (tDRO's reference and stage 1, a COCO-pretrained
+                model, mined negatives, ...), from :meth:`harness.method.Method.stages`
+                (:func:`harness.train.stages.flatten_stages`);
 ``train``       a training cell (after its dependencies);
 ``eval``        an evaluation cell (after its training cell).
 
@@ -34,8 +35,7 @@ from harness.ablation.cells import TrainCell
 from harness.ablation.runner import SuiteRun
 from harness.errors import ConfigError
 from harness.io.paths import child_of
-from harness.keys import content_key
-from harness.method import train_run_config
+from harness.train.stages import PlannedStage, Stage, build_data_stage, flatten_stages, is_built, stage_key
 
 log = logging.getLogger("harness.ablation")
 
@@ -56,7 +56,7 @@ class Unit:
     done: bool = False
     # what run_unit needs (not serialised)
     cell: Any = None                # TrainCell (train, dependency owner) or EvalCell
-    dependency: Any = None          # harness.method.PlannedRun of a dependency unit
+    dependency: Any = None          # harness.train.stages.PlannedStage of a dependency unit
 
 
 def build_units(runner: SuiteRun, cells: Sequence[TrainCell] | None = None, *,
@@ -69,20 +69,26 @@ def build_units(runner: SuiteRun, cells: Sequence[TrainCell] | None = None, *,
     cells = list(runner.train_cells if cells is None else cells)
     units: dict[str, Unit] = {}
     train_keys = {c.key for c in runner.train_cells if c.trains}
+    cells_root = runner.root / "cells" / "train"
     for cell in cells:
         if not cell.trains or cell.key in units:
             continue
         method = get_method(cell.method)
         needs: list[str] = []
-        for dep in method.planned_dependencies(cell.train_spec):
-            key = content_key(train_run_config(dep.method, dep.spec, cell.data_fingerprint))
-            if key not in units and key not in train_keys:
-                # methods list their dependencies in the order they train them: each may build on the earlier
-                units[key] = Unit(key, "dependency", f"{cell.variant.id}/{dep.label}", dep.method, list(needs),
-                                  estimate_gpu_hours(dep.spec, get_method(dep.method), dep.frozen_forwards),
-                                  runner.is_trained_key(key), cell, dep)
-            if key not in needs:
-                needs.append(key)
+        for planned in flatten_stages(method, cell.train_spec, cell.data_fingerprint):
+            stage = planned.stage
+            if planned.key not in units and planned.key not in train_keys:
+                if isinstance(stage, Stage):
+                    hours = estimate_gpu_hours(stage.spec, get_method(stage.method), stage.frozen_forwards)
+                    done = runner.is_trained_key(planned.key)
+                else:
+                    owner = get_method(planned.owner)
+                    hours, done = None, is_built(owner, stage, cell.data_fingerprint, cells_root)
+                units[planned.key] = Unit(planned.key, "dependency", f"{cell.variant.id}/{planned.label}",
+                                          stage.method if isinstance(stage, Stage) else planned.owner,
+                                          list(planned.needs), hours, done, cell, planned)
+            if planned.key not in needs:
+                needs.append(planned.key)
         units[cell.key] = Unit(cell.key, "train", cell.variant.id, cell.method, needs,
                                estimate_gpu_hours(cell.train_spec, method),
                                runner.is_trained(cell), cell)
@@ -149,14 +155,23 @@ def run_unit(runner: SuiteRun, unit: Unit) -> None:
         from harness.data.collections import load_training_data
 
         cell: TrainCell = unit.cell
+        planned: PlannedStage = unit.dependency
         require_resolved(cell.data_entries, f"cell {cell.variant.id}: training data")
-        owner = get_method(cell.method)
-        owner.cells_root = runner.root / "cells" / "train"
         data = load_training_data(cell.data_entries)
-        if owner.run_key(unit.method or "", unit.dependency.spec, data) != unit.key:
+        owner = get_method(planned.owner)
+        if stage_key(owner, planned.stage, data.fingerprint()) != unit.key:
             raise ConfigError(f"dependency {unit.label}: its data changed since the plan was made ({unit.key})")
-        owner.train_dependency(unit.dependency.method, unit.dependency.spec.replace(progress=runner.progress),
-                               data, runner.train_dir(cell))
+        cells_root = runner.root / "cells" / "train"
+        stage = planned.stage
+        if isinstance(stage, Stage):
+            # a training stage is a run like any other, keyed and claimed in the runner's cells
+            method = get_method(stage.method)
+            method.cells_root = cells_root
+            method.train(stage.spec.replace(progress=runner.progress), data, cells_root / unit.key)
+        else:
+            assert planned.owner_spec is not None
+            owner.cells_root = cells_root
+            build_data_stage(owner, stage, planned.owner_spec, data, cells_root)
     else:  # pragma: no cover - KINDS is closed
         raise ConfigError(f"unknown unit kind {unit.kind!r}")
 
@@ -285,6 +300,12 @@ def run_grid(runner: SuiteRun, units: Sequence[Unit], executor: str, options: Gr
 def _finished(runner: SuiteRun, unit: Unit) -> bool:
     if unit.kind == "eval":
         return runner.is_evaluated(unit.cell)
+    planned = unit.dependency
+    if planned is not None and not isinstance(planned.stage, Stage):
+        from harness.method import get_method
+
+        return is_built(get_method(planned.owner), planned.stage, unit.cell.data_fingerprint,
+                        runner.root / "cells" / "train")
     return runner.is_trained_key(unit.key)
 
 

@@ -33,6 +33,7 @@ from harness.ablation.spec import NO_TRAINING, AblationSuite, closest
 from harness.errors import ConfigError, HarnessError
 from harness.io.paths import check_component
 from harness.pipeline import LEXICAL_MODELS
+from harness.train.stages import Stage, flatten_stages
 
 
 def load_validated(name_or_path: str | Path, scale: str, *, dry_run: bool = False) -> AblationSuite:
@@ -218,9 +219,9 @@ def _variant(suite: AblationSuite, scale: str, i: int, problems: Problems, build
             # The model name stands in for the resolved path: resolving a synthetic model would build it.
             spec = method.spec(preset, **{**overrides, "model": own_model or suite.scale(scale).model})
             keep_checkpoints(spec, replicate.checkpoints)
-            for dep in method.planned_dependencies(spec):
-                method_of = get_method(dep.method)
-                method_of.resolve_options(dict(dep.spec.method_options))
+            for planned in flatten_stages(method, spec, None):   # a stage's options are checked like a variant's
+                if isinstance(planned.stage, Stage):
+                    get_method(planned.stage.method).resolve_options(dict(planned.stage.spec.method_options))
         except HarnessError as exc:
             problems.add(where + (("sweep",) if point else ()), f"variant {variant.id!r}{point} at scale "
                                                                 f"{scale!r}: {exc}")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -119,12 +120,12 @@ def _print_outcome(suite, args, outcome, runner=None) -> int:
 
 def _dry_run(suite, args) -> int:
     """Print the plan: text, or with ``--format json`` one JSON object (cells, dependencies, benchmarks)."""
-    from harness.ablation.cells import content_key, train_run_config
     from harness.ablation.paths import train_cell_dir
     from harness.ablation.resolve import resolve_data_entry, unresolved
     from harness.ablation.runner import SuiteRun
     from harness.method import get_method
     from harness.train.plan import estimate_gpu_hours
+    from harness.train.stages import Stage, flatten_stages, is_built
 
     lines: list[str] = []
     cfg = suite.scale(args.scale)
@@ -171,13 +172,21 @@ def _dry_run(suite, args) -> int:
             if notes:
                 entry["notes"] = notes
             # Runs the method trains first (e.g. tDRO's reference and stage 1), each counted once.
-            for dep in method.planned_dependencies(cell.train_spec):
-                key = content_key(train_run_config(dep.method, dep.spec, cell.data_fingerprint))
+            for planned in flatten_stages(method, cell.train_spec, cell.data_fingerprint):
+                dep, key = planned.stage, planned.key
                 if key in seen:
                     lines.append(f"    <- {dep.label}: key={key}, shared with {seen[key]}")
                     entry["dependencies"].append({"label": dep.label, "key": key, "shared_with": seen[key]})
                     continue
                 seen[key] = f"{cell.variant.id}/{dep.label}"
+                if not isinstance(dep, Stage):      # data work before training (e.g. mining)
+                    built = is_built(get_method(planned.owner), dep, cell.data_fingerprint,
+                                     runner.root / "cells" / "train")
+                    lines.append(f"    <- {dep.label}: data stage of {planned.owner} key={key} "
+                                 f"[{'done' if built else 'pending'}]")
+                    entry["dependencies"].append({"label": dep.label, "stage": dep.name, "key": key,
+                                                  "status": "done" if built else "pending"})
+                    continue
                 done = (train_cell_dir(runner.root, key) / "done.json").exists()
                 dep_line = f"    <- {dep.label}: method={dep.method} key={key} [{'done' if done else 'pending'}]"
                 dep_line += _describe(dep.spec)
@@ -192,6 +201,11 @@ def _dry_run(suite, args) -> int:
                 lines.append(dep_line)
         else:
             lines.append(line)
+    from harness.ablation.provenance import diff_lines, settings_diff
+
+    diffs = settings_diff(suite, args.scale)     # each setting that differs from the baseline, and its source
+    lines.extend(diff_lines(suite, args.scale, diffs))
+    plan["settings"] = [dataclasses.asdict(d) for d in diffs]
     for b in cfg.benchmarks:
         # the metrics the benchmark's card is asked for: those its options name, then the suite's
         named = [str(m) for m in (b.options.get("metrics") or [])]

@@ -95,8 +95,10 @@ def check_out(out: str, method, spec, data) -> None:
     interrupted ``harness train`` of a method with dependencies leaves: rerunning it resumes there, and
     finished dependency runs are reused).  Another configuration's dependency runs are refused too."""
     from harness.train.outdir import check_training_folder
+    from harness.train.stages import Stage, flatten_stages
 
-    runs = {method.run_key(dep.method, dep.spec, data) for dep in method.planned_dependencies(spec)}
+    runs = {planned.key for planned in flatten_stages(method, spec, data.fingerprint())
+            if isinstance(planned.stage, Stage)}
     check_training_folder(out, runs)
 
 

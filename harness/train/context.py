@@ -20,7 +20,7 @@ run (spec, data, step, rank), the current micro-batch, and these services:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from harness.data.collections import TrainingData
     from harness.train.samplers import WeightedSampler
     from harness.train.spec import TrainSpec
+    from harness.train.stages import StageResult
 
 
 @dataclass
@@ -168,6 +169,10 @@ class TrainContext:
     gradcache: bool = False
     autocast: Callable[[], Any] | None = None
     weight_optimizers: dict[str, WeightOptimizer] = field(default_factory=dict)
+    # The finished stages the method declared (harness.train.stages), by name, and the values its
+    # ``prepare`` handed over: what hooks read instead of state stashed before training.
+    stages: Mapping[str, StageResult] = field(default_factory=dict)
+    prepared: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def is_boundary(self) -> bool:

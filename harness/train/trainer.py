@@ -14,8 +14,9 @@ runs (``Method.run_episode``), preceded by a checkpoint so a kill during it redo
 ``train_log.jsonl``, ``checkpoints/step-*/`` (resumable), ``episodes/step-*/`` (what
 episodes wrote), ``final/`` (the trained model
 folder for :class:`~harness.encoders.hf.HFEncoder`), ``method/`` (method outputs),
-``done.json`` (written last: the run is finished); outside a suite, ``deps/`` holds the runs the method
-depends on (``Method.train_dependency``), trained before this one (:mod:`harness.train.outdir`).
+``done.json`` (written last: the run is finished); outside a suite, ``deps/`` holds the stages the method
+declared (``Method.stages``), trained before this one by :mod:`harness.train.stages`
+(:mod:`harness.train.outdir`).
 """
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ import json
 import logging
 import shutil
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -49,6 +51,9 @@ from harness.train.samplers import WeightedSampler
 from harness.train.schedule import make_scheduler
 from harness.train.spec import TrainSpec
 from harness.train.step import run_micro_batch
+
+if TYPE_CHECKING:
+    from harness.train.stages import Prepared, StageResult
 
 log = logging.getLogger(__name__)
 FINAL_DIR = "final"
@@ -81,10 +86,16 @@ def make_accelerator(precision: str = "fp32"):
 class Trainer:
     """Train ``method`` under ``spec`` on ``data`` in ``workdir`` (resuming if possible)."""
 
-    def __init__(self, spec: TrainSpec, data, workdir: str | Path, method, accelerator=None):
+    def __init__(self, spec: TrainSpec, data, workdir: str | Path, method, accelerator=None, *,
+                 stages: Mapping[str, StageResult] | None = None, prepared: Prepared | None = None,
+                 dependency_runs: Sequence[Path] = ()):
         self.spec, self.data, self.method = spec, data, method
         self.workdir = Path(workdir)
         self.accelerator = accelerator
+        self.stages = dict(stages or {})
+        self.prepared = prepared
+        # The stage runs trained for this run under ``deps/`` (harness train): accepted beside it, nothing else.
+        self.dependency_runs = tuple(Path(p) for p in dependency_runs)
         self.step_losses: list[float] = []     # this process's view of the logged losses (for tests)
 
     # ------------------------------------------------------------------ set-up
@@ -112,8 +123,7 @@ class Trainer:
         tDRO, a COCO variant, ...): checkpoints are pruned and replaced there, so a user's unrelated
         folder must not be used."""
         deps = (self.workdir / DEPS_DIR).resolve()
-        own = {Path(run).name for run in getattr(self.method, "dependency_runs", ())
-               if Path(run).parent.resolve() == deps}
+        own = {run.name for run in self.dependency_runs if run.parent.resolve() == deps}
         check_training_folder(self.workdir, own)
 
     def _make_accelerator(self):
@@ -188,8 +198,10 @@ class Trainer:
         optimizer = self._optimizer(self.model)
         self.scheduler = make_scheduler(optimizer, spec.steps, spec.warmup_steps, spec.schedule, spec.min_lr_ratio)
         global_micro = spec.batch_size // spec.grad_accum
-        self.sampler = WeightedSampler(self.data.sizes, self.method.dataset_weights(spec, self.data), global_micro,
-                                       spec.seed, spec.sampling)
+        prepared = self.prepared
+        weights = (prepared.dataset_weights if prepared is not None and prepared.dataset_weights is not None
+                   else self.method.dataset_weights(spec, self.data))
+        self.sampler = WeightedSampler(self.data.sizes, weights, global_micro, spec.seed, spec.sampling)
         for name, size in zip(self.data.names, self.data.sizes):
             if spec.sampling == "homogeneous" and size < global_micro and acc.is_main_process:
                 log.warning("source %s has %d rows, fewer than a global micro-batch of %d: its batches repeat "
@@ -198,7 +210,8 @@ class Trainer:
         self.ctx = TrainContext(spec=spec, data=self.data, model=self.model, tokenizer=self.tokenizer,
                                 device=acc.device, options=self.method.resolve_options(dict(spec.method_options)),
                                 sampler=self.sampler, rank=acc.process_index, world_size=acc.num_processes,
-                                autocast=acc.autocast if mixed else None, encoding=dict(self.enc))
+                                autocast=acc.autocast if mixed else None, encoding=dict(self.enc),
+                                stages=self.stages, prepared=dict(prepared.values) if prepared is not None else {})
         self.method.configure(self.ctx)
         self.wrapped, self.optimizer = acc.prepare(self.model, optimizer)
 

@@ -51,6 +51,7 @@ import numpy as np
 
 from harness.errors import ConfigError
 from harness.method import Method, check_choice, register_method
+from harness.train.stages import DataStage, Prepared, Stage, StageResult
 from methods.mining.batches import WEIGHT_MODES, language_topic_batches, loss_weights
 from methods.mining.selection import STRATEGIES
 from methods.mining.votes import FILTER_MODES
@@ -163,9 +164,13 @@ class Mined(Method):
                 raise ConfigError(f"mined: {key} must be a positive integer, got {opts[key]!r}")
         return opts
 
-    def stages(self, spec: TrainSpec) -> list[str]:
-        """Mining before training (``mine: true``): the mined rows are a dependency keyed by content."""
-        return ["hard-negative mining"] if self.resolve_options(dict(spec.method_options))["mine"] else []
+    def stages(self, spec: TrainSpec) -> list[Stage | DataStage]:
+        """Mining before training (``mine: true``): a data stage the engine schedules; its pools are keyed
+        by content per source (``build_stage``)."""
+        opts = self.resolve_options(dict(spec.method_options))
+        if not opts["mine"]:
+            return []
+        return [DataStage("mined", "hard-negative mining", {k: opts[k] for k in MINING_OPTIONS})]
 
     def plan_notes(self, spec: TrainSpec) -> list[str]:
         """The mining estimate of a dry run, for ``plan_queries`` queries over ``plan_docs`` documents
@@ -178,30 +183,40 @@ class Mined(Method):
         return [describe(mining_estimate(opts, int(opts["plan_queries"]), int(opts["plan_docs"])))]
 
     # ------------------------------------------------------------------ stage 1: mining
-    def mined_data(self, spec: TrainSpec, data: TrainingData, workdir: str | Path) -> TrainingData:
-        """The training data with mined negatives (mined, or read back when already mined)."""
-        from harness.data.collections import TrainingData
-        from harness.data.training import read_training_rows
-        from harness.io.claims import claim
+    def _pool(self, src: TrainingSource, root: Path, mining: Mapping[str, Any]) -> tuple[Path, Path, str]:
+        """The folder, rows file and key of one source's mined pool under ``root``."""
         from harness.io.paths import check_component
         from harness.keys import content_key
 
-        opts = self.resolve_options(dict(spec.method_options))
-        from harness.encoders.cache import cache_root
+        key = content_key({"format": self.revision, "source": src.fingerprint, "name": src.name, "mining": mining})
+        folder = root / key
+        # the pool's files are named after the source (a domains.json key, a data entry's name): one component
+        return folder, folder / f"{check_component(src.name, 'training source name')}.jsonl", key
 
-        # Beside the suite's training cells (cells/mined), else under the cache root.
-        root = self.cells_root.parent / "mined" if self.cells_root is not None else cache_root() / "mined"
-        mining = {k: opts[k] for k in MINING_OPTIONS}
-        sources = []
-        self._mining = {"settings": mining, "sources": {}}
+    def build_stage(self, stage: DataStage, spec: TrainSpec, data: TrainingData, root: Path) -> None:
+        """Mine every source whose pool does not exist yet (one claimed folder per source: variants that mine
+        a source alike share it, and a killed mining run resumes)."""
+        from harness.io.claims import claim
+
+        opts = self.resolve_options(dict(spec.method_options))
         for src in data.sources:
-            key = content_key({"format": self.revision, "source": src.fingerprint, "name": src.name, "mining": mining})
-            folder = root / key
-            # the pool's files are named after the source (a domains.json key, a data entry's name): one component
-            out = folder / f"{check_component(src.name, 'training source name')}.jsonl"
+            folder, out, _ = self._pool(src, root, stage.config)
             with claim(folder, f"mining {src.name} for {self.name}"):
                 if not out.is_file():
                     self._mine_source(src, out, opts)
+
+    def mined_data(self, data: TrainingData, stage: StageResult,
+                   opts: Mapping[str, Any]) -> tuple[TrainingData, dict[str, Any]]:
+        """The training data with the mined negatives of the built stage, and the mining report."""
+        from harness.data.collections import TrainingData
+        from harness.data.training import read_training_rows
+
+        assert isinstance(stage.stage, DataStage)
+        mining = dict(stage.stage.config)
+        sources = []
+        report_all: dict[str, Any] = {"settings": mining, "sources": {}}
+        for src in data.sources:
+            folder, out, key = self._pool(src, stage.path, mining)
             report = json.loads(out.with_name(f"{src.name}.report.json").read_text(encoding="utf-8"))
             entry: dict[str, Any] = {"dir": str(folder), "report": report["report"]}
             mined_rows = read_training_rows(out)
@@ -213,11 +228,11 @@ class Mined(Method):
                 prov = [json.loads(line) for line in
                         out.with_name(f"{src.name}.provenance.jsonl").read_text(encoding="utf-8").splitlines()]
                 entry["truth"] = truth_statistics(prov, src.rows, truth)
-            self._mining["sources"][src.name] = entry
+            report_all["sources"][src.name] = entry
             for old, new in zip(src.rows, mined_rows):
                 new.meta = {**old.meta, "line": old.meta.get("line")}
             sources.append(replace(src, rows=mined_rows, fingerprint=f"{src.fingerprint}:mined:{key}"))
-        return TrainingData(sources)
+        return TrainingData(sources), report_all
 
     def _mine_source(self, src: TrainingSource, out: Path, opts: dict[str, Any]) -> None:
         from harness.data.beir import read_corpus
@@ -286,19 +301,23 @@ class Mined(Method):
         return "sw"
 
     # ------------------------------------------------------------------ stage 2: training
-    def train(self, spec: TrainSpec, data: TrainingData, workdir: str | Path):
+    def prepare(self, spec: TrainSpec, data: TrainingData, stages: Mapping[str, StageResult]) -> Prepared:
+        """The mined rows (when mining) and the language/topic labels and loss weights of the batches."""
         opts = self.resolve_options(dict(spec.method_options))
+        mining: dict[str, Any] = {}
         if opts["mine"]:
-            data = self.mined_data(spec, data, workdir)
-        self._prepare_batches(spec, data, opts)
-        return super().train(spec, data, workdir)
+            data, mining = self.mined_data(data, stages["mined"], opts)
+        return Prepared(data, values={"mining": mining, **self._batch_labels(spec, data, opts)})
 
-    def _prepare_batches(self, spec: TrainSpec, data: TrainingData, opts: dict[str, Any]) -> None:
-        self._examples, self._languages, self._topics, self._weights = [], [], [], None
-        self._epochs, self._position = {}, {}
+    def _batch_labels(self, spec: TrainSpec, data: TrainingData, opts: dict[str, Any]) -> dict[str, Any]:
+        """Each training row's (source, row), language and topic, and the loss weights (none needed: empty)."""
         if opts["batches"] == "sampler" and opts["weights"] == "none":
-            return
+            return {}
         from methods.mining.topics import language_labels, topic_labels
+
+        examples: list[tuple[int, int]] = []
+        languages: list[str] = []
+        topics: list[str] = []
 
         embed = None
         if opts["topics"] == "kmeans" or any(v == "kmeans" for v in (opts["topics"].values() if isinstance(
@@ -308,14 +327,15 @@ class Mined(Method):
             langs = language_labels(src, opts["languages"])
             tops = topic_labels(src, langs, opts["topics"], n_topics=int(opts["n_topics"]),
                                 threshold=float(opts["topic_threshold"]), seed=spec.seed, embed=embed)
-            self._examples.extend((s, r) for r in range(len(src.rows)))
-            self._languages.extend(langs)
-            self._topics.extend(tops)
-        self._position = {ex: i for i, ex in enumerate(self._examples)}
+            examples.extend((s, r) for r in range(len(src.rows)))
+            languages.extend(langs)
+            topics.extend(tops)
+        weights = None
         if opts["weights"] != "none":
-            self._weights = loss_weights(self._languages, self._topics, mode=opts["weights"],
-                                         language_weight=float(opts["language_weight"]),
-                                         topic_weight=float(opts["topic_weight"]))
+            weights = loss_weights(languages, topics, mode=opts["weights"],
+                                   language_weight=float(opts["language_weight"]),
+                                   topic_weight=float(opts["topic_weight"]))
+        return {"examples": examples, "languages": languages, "topics": topics, "weights": weights}
 
     @staticmethod
     def _query_embedder(opts: dict[str, Any], spec: TrainSpec):
@@ -341,6 +361,14 @@ class Mined(Method):
         return embed
 
     def configure(self, ctx) -> None:
+        prepared = ctx.prepared
+        self._mining = dict(prepared.get("mining") or {})
+        self._examples = list(prepared.get("examples") or [])
+        self._languages = list(prepared.get("languages") or [])
+        self._topics = list(prepared.get("topics") or [])
+        self._weights = prepared.get("weights")
+        self._position = {ex: i for i, ex in enumerate(self._examples)}
+        self._epochs = {}
         if ctx.options["batches"] == "language_topic" and ctx.world_size > 1:
             raise ConfigError("mined: language_topic batches run on one process (the batch of a step is drawn "
                               "whole); train without accelerate's several processes")

@@ -65,7 +65,16 @@ def _worker(model_dir: str, root: str) -> None:
 
     torch.set_num_threads(1)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
-    ckpt = Method().train_dependency(f"{__name__}:Counting", _spec(model_dir), make_data(), root)
+    from harness.train.stages import Stage, run_stages
+
+    class Owner(Method):
+        """Declares the Counting run as its one stage (trained into ``<root>/deps/<key>``)."""
+
+        def stages(self, spec):
+            return [Stage("counting", "the Counting run", f"{__name__}:Counting", spec)]
+
+    results, _ = run_stages(Owner(), _spec(model_dir), make_data(), root)
+    ckpt = results["counting"].checkpoint
     losses = [r["loss"] for r in read_log(ckpt.workdir / "train_log.jsonl")]
     print(json.dumps({"step": ckpt.step, "workdir": str(ckpt.workdir), "losses": losses}))
 
@@ -148,7 +157,7 @@ def test_two_processes_train_one_dependency_once(tmp_path, tiny_model):
     assert len(starts) == 1                                         # trained once ...
     trainer_pid = int(starts[0])
     waiter_err = err_b if trainer_pid == procs[0].pid else err_a
-    assert re.search(rf"waiting for dependency .* is claimed by pid {trainer_pid} on ", waiter_err)
+    assert re.search(rf"waiting for stage .* is claimed by pid {trainer_pid} on ", waiter_err)
     assert a == b and a["step"] == WORKER_STEPS                    # ... and reused by the other, as is
     assert len(a["losses"]) == WORKER_STEPS
     assert Path(a["workdir"]).parent == tmp_path / "work" / "deps"
@@ -206,7 +215,7 @@ def test_two_concurrent_suite_runs_train_every_run_once(tmp_path):
     for p, (_, err) in zip(procs, outs):
         assert p.returncode == 0, err
     logs = "".join(err for _, err in outs)
-    trained = re.findall(r"harness\.method: training (\S+) in (\S+)", logs)
+    trained = re.findall(r"harness\.train\.stages: training (\S+) in (\S+)", logs)
     runs = sorted(p for p in (root / "cells" / "train").iterdir() if p.is_dir())
     assert len(runs) == 3                                           # two cells + their shared reference
     assert sorted(Path(d) for _, d in trained) == runs              # each trained exactly once, by one process

@@ -19,7 +19,8 @@ import pytest
 
 from harness.cli import main
 from harness.io import OutputExistsError
-from harness.method import Method, get_method, list_methods
+from harness.method import get_method, list_methods
+from harness.train.stages import Stage, flatten_stages
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -110,7 +111,7 @@ def test_train_with_dependencies_into_a_new_folder_evaluates_and_resumes(name, w
     data = load_training_data([{"path": str(world_dir / "train"), "max_rows": ROWS, "domains": DOMAINS}])
     spec = tiny_spec(name, world_dir, model)
     method = get_method(name)
-    planned = {Method.run_key(d.method, d.spec, data) for d in method.planned_dependencies(spec)}
+    planned = {p.key for p in flatten_stages(method, spec, data.fingerprint()) if isinstance(p.stage, Stage)}
     deps = out / "deps"
     runs = {p.name for p in deps.iterdir() if p.is_dir()} if deps.is_dir() else set()
     assert runs == planned and all((deps / key / "done.json").is_file() for key in runs)

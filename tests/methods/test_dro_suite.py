@@ -30,7 +30,7 @@ def test_rows_cells_and_one_shared_coco_run(scale):
     assert all(opts[v]["ance_refresh_steps"] > 0 for v in ROWS)                 # ANCE episodes in every row
     deps = {}
     for v in ROWS:
-        planned = get_method(methods[v]).planned_dependencies(cells[v].spec)
+        planned = get_method(methods[v]).stages(cells[v].spec)
         assert (len(planned) == 1) == (v in COCO_ROWS)
         if planned:
             dep = planned[0]
@@ -47,7 +47,7 @@ def test_rows_cells_and_one_shared_coco_run(scale):
         assert (spec.lr, spec.batch_size, spec.similarity, spec.temperature, spec.pooling) == (
             5e-6, 512, "dot", 1.0, "cls")
         assert opts["coco-idro"]["k"] == 50 and get_method("idro").default_options["beta"] == 0.25
-        coco = get_method("idro").planned_dependencies(spec)[0].spec
+        coco = get_method("idro").stages(spec)[0].spec
         assert (coco.lr, coco.batch_size, coco.doc_max_length) == (1e-4 if scale == "paper" else 5e-5, 2048, 128)
 
 
@@ -81,10 +81,10 @@ def test_bad_coco_options_are_refused(tmp_path):
     idro = get_method("idro")
     spec = idro.spec("tiny", method_options={"coco": {"corpora": ["x"]}})
     with pytest.raises(ConfigError, match="option coco must be a mapping with keys preset, train, options"):
-        idro.planned_dependencies(spec)
+        idro.stages(spec)
     spec = idro.spec("tiny", method_options={"coco": {"preset": "huge"}})
     with pytest.raises(ConfigError, match="'coco' has no 'huge' preset"):
-        idro.planned_dependencies(spec)
+        idro.stages(spec)
     spec = idro.spec("tiny", method_options={"coco": {"options": {"corpora": []}}})
     with pytest.raises(ConfigError, match="needs at least one pretraining corpus"):
         idro.train(spec, make_data(), tmp_path / "run")

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.method import get_method
+from harness.method import Method, get_method
 from methods.tdro import select_top, stage1_spec
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -42,7 +42,8 @@ def learned_weights(cell, root: Path) -> dict[str, float]:
     spec = stage1_spec(cell.spec, method.resolve_options(dict(cell.spec.method_options))).replace(progress=False)
     weights = get_method("tdro-weights")
     weights.cells_root = root
-    ckpt = weights.train_dependency("tdro-weights", spec, load_training_data(cell.data_entries), root)
+    data = load_training_data(cell.data_entries)
+    ckpt = weights.train(spec, data, root / Method.run_key("tdro-weights", spec, data))
     return json.loads((ckpt.workdir / "method" / "curr_weights.json").read_text())
 
 
