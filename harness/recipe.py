@@ -64,6 +64,16 @@ class Bounds:
         left, low, high, right = match.groups()
         return cls(float(low or "-inf"), float(high or "inf"), left == "(", right == ")", text.strip())
 
+    def phrase(self, tp: Any = float) -> str:
+        """``lie in (0, 1]`` for an interval, ``be a number >= 0`` / ``be an integer >= 1`` for a half-line."""
+        kinds = [a for a in (typing.get_args(tp) or (tp,)) if a is not type(None)]
+        what = describe_type(kinds[0]) if len(kinds) == 1 else "a number"
+        if math.isinf(self.high) and not math.isinf(self.low):
+            return f"be {what} {'>' if self.low_open else '>='} {_number(self.low)}"
+        if math.isinf(self.low) and not math.isinf(self.high):
+            return f"be {what} {'<' if self.high_open else '<='} {_number(self.high)}"
+        return f"lie in {self.text}"
+
     def contains(self, value: float) -> bool:
         if isinstance(value, float) and math.isnan(value):
             return False
@@ -197,7 +207,7 @@ def option_problems(declaration: Any, options: Mapping[str, Any], owner: str = "
             continue
         if info.bounds is not None and isinstance(value, (int, float)) and not isinstance(value, bool) \
                 and not info.bounds.contains(value):
-            problems.append((key, f"{prefix}{key} must lie in {info.bounds.text}, got {value!r}"))
+            problems.append((key, f"{prefix}{key} must {info.bounds.phrase(info.type)}, got {value!r}"))
     return problems
 
 
@@ -296,6 +306,10 @@ def _frozen(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return tuple(_frozen(v) for v in value)
     return value
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if value.is_integer() else repr(value)
 
 
 def _plain(value: Any) -> Any:

@@ -16,12 +16,14 @@ Public kernels: :func:`sagawa_step` (oracle G1) and :func:`greedy_cvar_weights` 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from harness.method import check_choice, register_method
-from methods.clusters import CLUSTER_OPTIONS, ClusterDRO
+from harness.method import register_method
+from harness.recipe import option
+from methods.clusters import ClusterDRO, ClusterDROOptions
 from methods.dro_kernels import greedy_cvar_weights, greedy_ema_update, greedy_robust_loss, sagawa_step
 
 if TYPE_CHECKING:
@@ -29,6 +31,26 @@ if TYPE_CHECKING:
 
 __all__ = ["GroupDRO", "greedy_cvar_weights", "greedy_ema_update", "greedy_robust_loss", "sagawa_step"]
 VARIANTS = ("sagawa", "greedy")
+_GREEDY = "OpenMatch/COCO-DR ANCE/model/dro_loss.py DROGreedyLoss"
+
+
+@dataclass(frozen=True)
+class GroupDROOptions(ClusterDROOptions):
+    """GroupDRO's options: the clustering ones and the rule with its step sizes."""
+
+    variant: str = option("sagawa", doc="update rule: Sagawa's exponentiated gradient or COCO-DR's greedy CVaR",
+                          choices=VARIANTS, source="METHODS.md 2.3 recommendation (Sagawa et al. 2020 is what paper "
+                                                   "001 appendix F names)")
+    eta: float = option(0.01, doc="sagawa: step size of q <- q * exp(eta * L)", bounds="[0, inf)",
+                        source="kohpangwei/group_DRO loss.py, run_expt.py (step size 0.01; METHODS.md 2.3)")
+    adjustment: float = option(0.0, doc="sagawa: size adjustment C (L_g + C / sqrt(n_g)); 0: none",
+                               source="harness default: off (optional in kohpangwei/group_DRO loss.py)")
+    alpha: float = option(0.2, doc="greedy: CVaR fraction of the worst groups", bounds="(0, 1]",
+                          source="METHODS.md 2.3: the group_DRO greedy default (paper 001 gives none)")
+    eps: float = option(0.01, doc="greedy: floor of a group's weight", bounds="[0, inf)",
+                        source=_GREEDY + " (eps 0.01)")
+    ema: float = option(0.1, doc="greedy: EMA rate of the group losses and counts", bounds="[0, 1]",
+                        source=_GREEDY + " (ema 0.1)")
 
 
 @register_method("groupdro")
@@ -36,11 +58,9 @@ class GroupDRO(ClusterDRO):
     """GroupDRO over K-means query clusters: Sagawa's exponentiated gradient or COCO-DR's greedy CVaR."""
 
     description = "GroupDRO over query clusters: sagawa (EG) or greedy (COCO-DR's CVaR rule)"
-    default_options = {**CLUSTER_OPTIONS, "variant": "sagawa", "eta": 0.01, "adjustment": 0.0, "alpha": 0.2,
-                       "eps": 0.01, "ema": 0.1}
+    Options = GroupDROOptions
 
     def init_weights(self, ctx: TrainContext) -> None:
-        check_choice(self.name, "variant", ctx.options["variant"], VARIANTS)
         sagawa = ctx.options["variant"] == "sagawa"
         self.weights = torch.full((self.k,), 1.0 / self.k if sagawa else 1.0, dtype=torch.float64, device=ctx.device)
         self.ema_losses = torch.zeros(self.k, dtype=torch.float64, device=ctx.device)

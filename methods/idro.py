@@ -30,14 +30,16 @@ partial backward for every cluster when the per-sample loss separates, :mod:`met
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
 from harness.errors import ConfigError
-from harness.method import check_choice, register_method
+from harness.method import register_method
+from harness.recipe import option
 from harness.train.batching import TrainBatch
-from methods.clusters import CLUSTER_OPTIONS, ClusterDRO
+from methods.clusters import ClusterDRO, ClusterDROOptions
 from methods.dro_grads import SeparableClusterGradients
 from methods.dro_kernels import IDRO_MODES, idro_step
 
@@ -46,6 +48,30 @@ if TYPE_CHECKING:
 
 __all__ = ["IDRO_MODES", "IDRO", "gram_factor", "idro_step"]
 CLUSTER_GRADS = ("auto", "backward")
+_IDRO_LOSS = "OpenMatch/COCO-DR ANCE/model/dro_loss.py iDROLoss"
+
+
+@dataclass(frozen=True)
+class IDROOptions(ClusterDROOptions):
+    """iDRO's options: the clustering ones and the weight update's constants."""
+
+    mode: str = option("code", doc="weight update as released (code: cosines, previous weights in the loss) or as "
+                                   "the paper writes it (paper: raw gradients, 1/tau)", choices=IDRO_MODES,
+                       source="METHODS.md 2.2 choice: the released code is what produced the paper's numbers")
+    beta: float = option(0.25, doc="loss power: r_ij = (l_i l_j)^beta * gradient similarity",
+                         source="paper 001 (beta 0.25) / OpenMatch/COCO-DR ANCE/README.md (alpha 0.25)")
+    rho: float = option(0.05, doc="code mode: step of e_i = rho * mean_j r_ij", bounds="[0, inf)",
+                        source="OpenMatch/COCO-DR ANCE/README.md (rho 0.05)")
+    ema: float = option(0.1, doc="code mode: power of the previous weights, h = h^ema * exp(e)", bounds="[0, 1]",
+                        source="OpenMatch/COCO-DR ANCE/README.md (ema 0.1)")
+    eps: float = option(0.01, doc="code mode: floor of a cluster's weight after normalisation", bounds="[0, inf)",
+                        source="OpenMatch/COCO-DR ANCE/README.md (eps 0.01)")
+    tau: float | None = option(None, doc="paper mode: temperature (required there; about 1000 matches the code's "
+                                         "update for K = 50)",
+                               source="harness default: none; paper 001 gives no value (METHODS.md 2.2)")
+    cluster_grads: str = option("auto", doc="auto: one partial backward for every cluster when the loss separates "
+                                            "per sample; backward: one per present cluster", choices=CLUSTER_GRADS,
+                                source="harness default: the fast path, equal up to rounding (tested)")
 
 
 def gram_factor(gram: torch.Tensor) -> torch.Tensor:
@@ -65,15 +91,12 @@ class IDRO(ClusterDRO):
     """Implicit DRO over K-means query clusters (COCO-DR fine-tuning)."""
 
     description = "iDRO: implicit DRO over query clusters, code or paper update (COCO-DR, paper 001)"
-    default_options = {**CLUSTER_OPTIONS, "mode": "code", "beta": 0.25, "rho": 0.05, "ema": 0.1, "eps": 0.01,
-                       "tau": None, "cluster_grads": "auto"}
+    Options = IDROOptions
 
     def init_weights(self, ctx: TrainContext) -> None:
-        check_choice(self.name, "mode", ctx.options["mode"], IDRO_MODES)
         if ctx.options["mode"] == "paper" and not (ctx.options["tau"] and float(ctx.options["tau"]) > 0):
             raise ConfigError("method 'idro': mode paper needs a temperature tau > 0 (option tau)")
         self.params = self.cluster_params(ctx)
-        check_choice(self.name, "cluster_grads", ctx.options["cluster_grads"], CLUSTER_GRADS)
         # One partial backward for all clusters when the loss separates per sample (methods.dro_grads).
         self.fast = None
         if ctx.options["cluster_grads"] == "auto" and ctx.options["loss"] == "triplet":

@@ -38,6 +38,7 @@ so ``harness eval --model <run>`` takes the sparse path, and holds the sentence-
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,8 @@ import torch
 from harness.encoders.heads import AGGREGATIONS, SparseHead
 from harness.encoders.heads import splade_pool as _head_pool
 from harness.errors import ConfigError
-from harness.method import Method, check_choice, register_method
+from harness.method import Method, register_method
+from harness.recipe import option
 from harness.train import distributed as D
 
 if TYPE_CHECKING:
@@ -146,6 +148,30 @@ _TINY = {
     "method_options": {"lambda_warmup_steps": 20},
 }
 
+_SPLADE_MAX = "naver/splade conf/config_splade++_max.yaml (in-batch NLL; METHODS.md 4.1)"
+
+
+@dataclass(frozen=True)
+class SpladeOptions:
+    """SPLADE's ``method_options``: the aggregation and the regulariser with its warm-up."""
+
+    pooling: str = option("max", doc="aggregation of the token weights over the sequence (SPLADE-max or sum)",
+                          choices=AGGREGATIONS,
+                          source="naver/splade splade/models/transformer_rep.py Splade.encode (METHODS.md 4.1)")
+    regularizer: str = option("flops", doc="sparsity regulariser on the batch's weights (FLOPS or L1)",
+                              choices=REGULARIZERS,
+                              source="paper 003 (FLOPS); naver/splade splade/losses/regularization.py")
+    lambda_q: float = option(3e-4, doc="weight of the query regulariser (after warm-up)", bounds="[0, inf)",
+                             source=_SPLADE_MAX + "; paper 003 gives no lambda values")
+    lambda_d: float = option(1e-4, doc="weight of the document regulariser (after warm-up)", bounds="[0, inf)",
+                             source=_SPLADE_MAX + "; paper 003 gives no lambda values")
+    lambda_warmup_steps: int = option(50_000, doc="T of the quadratic lambda warm-up (0: none)",
+                                      unit="optimizer steps", bounds="[0, inf)",
+                                      source="paper 003 (lambda quadratic to 50k) / " + _SPLADE_MAX)
+    lambda_schedule: str = option("splade", doc="warm-up form: naver's RegWeightScheduler (splade) or its HF "
+                                                "trainer's (hf)", choices=SCHEDULES,
+                                  source="naver/splade splade/losses/regularization.py RegWeightScheduler")
+
 _SCALARS = ("lambda_q", "lambda_d", "reg_q", "reg_d", "ranking_loss", "nnz_q", "nnz_d")
 
 
@@ -163,8 +189,7 @@ class Splade(Method):
 
     description = "SPLADE (paper 003): MLM term weights, InfoNCE + FLOPS/L1 with quadratic lambda warm-up"
     presets = {"tiny": _TINY, "small": _SMALL, "paper": _PAPER}
-    default_options = {"pooling": "max", "regularizer": "flops", "lambda_q": 3e-4, "lambda_d": 1e-4,
-                       "lambda_warmup_steps": 50_000, "lambda_schedule": "splade"}
+    Options = SpladeOptions
 
     def __init__(self) -> None:
         self.calls = 0                       # optimizer steps done = warm-up scheduler calls so far
@@ -174,7 +199,6 @@ class Splade(Method):
 
     def representation_head(self, spec: TrainSpec) -> SparseHead:
         options = self.resolve_options(dict(spec.method_options))
-        check_choice("method splade", "pooling", options["pooling"], AGGREGATIONS)
         check_mlm_model(spec.model)
         return SparseHead(options["pooling"], lm="masked")
 
@@ -184,12 +208,6 @@ class Splade(Method):
             raise ConfigError(f"method splade scores sparse vectors by plain dot products with no temperature: "
                               f"the spec needs similarity 'dot' and temperature 1.0 (got {spec.similarity!r}, "
                               f"{spec.temperature})")
-        check_choice("method splade", "regularizer", opts["regularizer"], REGULARIZERS)
-        check_choice("method splade", "lambda_schedule", opts["lambda_schedule"], SCHEDULES)
-        for key in ("lambda_q", "lambda_d"):
-            value = opts[key]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ConfigError(f"method splade: {key} must be a number >= 0, got {value!r}")
         flops_lambda(1, 0.0, opts["lambda_warmup_steps"], opts["lambda_schedule"])   # validates T
         self.options = opts
 

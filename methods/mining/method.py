@@ -43,17 +43,20 @@ import hashlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from harness.errors import ConfigError
-from harness.method import Method, check_choice, register_method
+from harness.method import Method, register_method
+from harness.recipe import option
+from harness.retrieval.pool import FUSIONS
 from harness.train.stages import DataStage, Prepared, Stage, StageResult
 from methods.mining.batches import WEIGHT_MODES, language_topic_batches, loss_weights
-from methods.mining.selection import STRATEGIES
+from methods.mining.judge_spec import JUDGE_SPECS
+from methods.mining.selection import POS_AGGREGATES, STRATEGIES
 from methods.mining.votes import FILTER_MODES
 from methods.uniform import Uniform
 
@@ -70,6 +73,102 @@ MINING_OPTIONS = ("retrievers", "bm25_language", "fusion", "depth", "corpus", "s
                   "threshold", "margin", "percent", "pos_agg", "mining_seed", "judge", "filter_mode", "judge_mode",
                   "judge_rows", "judge_depth", "judge_batch_size", "judge_max_tokens", "generate",
                   "generate_max_tokens")
+_P = "paper 004"
+_BDUMDR = "xir_BDUMDR"
+
+
+@dataclass(frozen=True)
+class MinedOptions:
+    """The mining method's options: candidates, selection, LLM filter and generation, batches and weights."""
+
+    # ---- mining (stage 1)
+    mine: bool = option(True, doc="mine hard negatives before training (false: train on the data's negatives)",
+                        source=_P + " (mined negatives are the method)")
+    retrievers: list[str] = option(["minilm"], doc="retrievers whose scores are fused into the candidates "
+                                                   "(models, or 'bm25')",
+                                   source="harness default: one small dense model (paper 004 fuses mE5-large and "
+                                          "BGE-M3; METHODS.md 5.1)")
+    bm25_language: str | dict[str, str] | None = option(None, doc="BM25's analyzer: one code or {source: code} "
+                                                                  "(null: the source's language)",
+                                                        source="harness default: the source's own language")
+    fusion: str = option("mean", doc="score fusion of the retrievers: mean of cosines, or a rank fusion",
+                         choices=tuple(FUSIONS), source="METHODS.md 5.1 choice: parameter-free mean, so absolute "
+                                                        "thresholds keep their meaning")
+    depth: int = option(40, doc="candidates per query (top N0, positives excluded)", bounds="[1, inf)",
+                        source=_P + " (N0 = 40) / " + _BDUMDR + " README.md (depth 40)")
+    corpus: str | dict[str, str] | None = option(None, doc="a BEIR corpus to mine from, one or {source: corpus} "
+                                                           "(null: the source's own passages)",
+                                                 source="harness default: the source's own passages")
+    strategy: str = option("perc_pos", doc="selection of the negative pool from the ranked candidates",
+                           choices=STRATEGIES, source=_P + " (TopK-PercPos, its best strategy; METHODS.md 5.2)")
+    k: int = option(30, doc="negative pool size K", bounds="[1, inf)",
+                    source=_P + " pipeline (40 -> filter -> 30; METHODS.md 5.2)")
+    shift: int = option(10, doc="shifted strategies: ranks dropped before the pool", bounds="[0, inf)",
+                        source=_P + " (Top-K shifted, best N = 10)")
+    window: int | None = option(None, doc="shifted_random: draw from ranks shift+1..window (null: no window)",
+                                source="harness default: none (FlagEmbedding's range_for_sampling when set)")
+    threshold: float = option(0.6, doc="abs strategy: keep candidates scoring <= threshold", unit="cosine",
+                              source=_P + " (TopK-Abs, best 0.6)")
+    margin: float = option(0.15, doc="margin_pos strategy: keep candidates <= positive - margin", unit="cosine",
+                           source=_P + " (TopK-MarginPos, best 0.15)")
+    percent: float = option(0.9, doc="perc_pos strategy: keep candidates <= positive - |positive| * (1 - percent)",
+                            bounds="(0, 1]", unit="fraction (0.9 for 90%)", source=_P + " (TopK-PercPos, best 90%)")
+    pos_agg: str = option("min", doc="score of several positives: the minimum or the maximum",
+                          choices=POS_AGGREGATES,
+                          source="NVIDIA/NeMo-Curator tutorials/nemo-retriever-synthetic-data-generation/"
+                                 "retriever_hardnegative_miner.py (minimum; paper 004 says maximum)")
+    mining_seed: int = option(0, doc="seed of random selections (shifted_random, judged subsets)",
+                              source="harness default: fixed, so mining is reproducible")
+    judge: str = option("none", doc="LLM false-negative judge: " + JUDGE_SPECS,
+                        source="harness default: none (paper 004 uses GPT-4o; METHODS.md 5.3)")
+    filter_mode: str = option("keep_zero", doc="which judged candidates stay: vote 0 only (code) or all but vote 2 "
+                                               "(paper)", choices=tuple(FILTER_MODES),
+                              source=_BDUMDR + " Src/hard_neg/llm_fitering.py (keep only 0; METHODS.md 5.3)")
+    judge_mode: str | None = option(None, doc="how the judge is asked (null: the judge's default)",
+                                    source="harness default: the judge's own")
+    judge_rows: int | None = option(None, doc="judge only a seeded subset of N rows (null: every row)",
+                                    bounds="[1, inf)", source="harness default: every row")
+    judge_depth: int | None = option(None, doc="judge only the first N candidates of a row (null: all)",
+                                     bounds="[1, inf)", source="harness default: every candidate")
+    judge_batch_size: int = option(16, doc="prompts per judge or generator call", bounds="[1, inf)",
+                                   source="harness default: fits a small local model")
+    judge_max_tokens: int | None = option(None, doc="tokens the judge may answer with (null: the judge's default)",
+                                          source="harness default: the judge's own")
+    generate: str = option("none", doc="LLM hard-negative generation (fills pools to k): " + JUDGE_SPECS,
+                           source="harness default: none (paper 004 uses a fine-tuned Llama-3.1-70B; METHODS.md 5.4)")
+    generate_max_tokens: int = option(64, doc="tokens per generated summary or query", bounds="[1, inf)",
+                                      source="harness default: short queries (the released code allows 128)")
+    truth: str | None = option(None, doc="a synthetic world's truth.json: report the filter against the planted "
+                                         "false negatives", source="harness default: none (real data has no truth)")
+    # ---- batches and weights (stage 2)
+    batches: str = option("sampler", doc="micro-batches from the sampler, or monolingual topic-diverse batches",
+                          choices=BATCHES, source="harness default: the uniform recipe's sampler "
+                                                  "(paper 004's batches are language_topic)")
+    languages: str | dict[str, str] = option("source", doc="row languages: the source's, column:<key> or "
+                                                            "index:<tsv file> (one or {source: spec})",
+                                             source="harness default: one language per source")
+    topics: str | dict[str, str] = option("kmeans", doc="row topics: kmeans over query embeddings or a classifier "
+                                                         "(one or {source: spec})",
+                                          source="harness default: kmeans (paper 004's fastText classifiers are "
+                                                 "an extra)")
+    n_topics: int = option(12, doc="kmeans topics", bounds="[1, inf)", source=_P + " (12 merged topics)")
+    topic_threshold: float = option(0.5, doc="classifier confidence below which a row's topic is Others",
+                                    bounds="[0, 1]", source="harness default: a majority-confidence cut")
+    topic_model: str | None = option(None, doc="dense model for kmeans topics (null: the first dense retriever)",
+                                     source="harness default: the first dense retriever")
+    weights: str = option("none", doc="loss weights w_l + w_t: none, constant (0.45 / 0.4) or portion",
+                          choices=("none", *WEIGHT_MODES), source="harness default: none (the uniform loss)")
+    weighting: str = option("batch", doc="batch: batch loss times the mean w_l + w_t (code); sample: each query's "
+                                         "term by its own (paper text)", choices=WEIGHTINGS,
+                            source=_BDUMDR + " Src/tevatron/src/tevatron/trainer.py compute_loss")
+    language_weight: float = option(0.45, doc="w_l", source=_P + " Table 9 (best w_l 0.45)")
+    topic_weight: float = option(0.4, doc="w_t", source=_P + " Table 9 (best w_t 0.4)")
+    plan_queries: int | None = option(None, doc="dry-run estimate of the mining cost: training queries",
+                                      source="harness default: no estimate")
+    plan_docs: int | None = option(None, doc="dry-run estimate of the mining cost: corpus documents",
+                                   source="harness default: no estimate")
+
+
 # Judges and generators loaded in this process, by their options (a model is loaded once for all sources).
 _LOADED: dict[str, Any] = {}
 
@@ -126,17 +225,7 @@ class Mined(Method):
     description = "hard negatives mined (paper 004: ensemble candidates, selection, LLM FN filter, generation), " \
                   "uniform recipe; optional monolingual topic-diverse batches and loss weights"
     presets = Uniform.presets
-    default_options = {
-        "mine": True, "retrievers": ["minilm"], "bm25_language": None, "fusion": "mean", "depth": 40, "corpus": None,
-        "strategy": "perc_pos", "k": 30, "shift": 10, "window": None, "threshold": 0.6, "margin": 0.15,
-        "percent": 0.9, "pos_agg": "min", "mining_seed": 0,
-        "judge": "none", "filter_mode": "keep_zero", "judge_mode": None, "judge_rows": None, "judge_depth": None,
-        "judge_batch_size": 16,
-        "judge_max_tokens": None, "generate": "none", "generate_max_tokens": 64, "truth": None,
-        "batches": "sampler", "languages": "source", "topics": "kmeans", "n_topics": 12, "topic_threshold": 0.5,
-        "topic_model": None, "weights": "none", "weighting": "batch", "language_weight": 0.45, "topic_weight": 0.4,
-        "plan_queries": None, "plan_docs": None,
-    }
+    Options = MinedOptions
 
     def __init__(self) -> None:
         self._mining: dict[str, Any] = {}
@@ -150,18 +239,8 @@ class Mined(Method):
     # ------------------------------------------------------------------ options
     def resolve_options(self, options: dict[str, Any]) -> dict[str, Any]:
         opts = super().resolve_options(options)
-        check_choice("mined", "strategy", opts["strategy"], STRATEGIES)
-        check_choice("mined", "filter_mode", opts["filter_mode"], tuple(FILTER_MODES))
-        check_choice("mined", "batches", opts["batches"], BATCHES)
-        check_choice("mined", "weights", opts["weights"], ("none", *WEIGHT_MODES))
-        check_choice("mined", "weighting", opts["weighting"], WEIGHTINGS)
-        if not isinstance(opts["retrievers"], list) or not opts["retrievers"]:
+        if not opts["retrievers"]:
             raise ConfigError("mined: option 'retrievers' must be a non-empty list of models (or 'bm25')")
-        if not 0.0 < float(opts["percent"]) <= 1.0:
-            raise ConfigError(f"mined: percent must lie in (0, 1], got {opts['percent']!r} (e.g. 0.9 for 90%)")
-        for key in ("k", "depth"):
-            if isinstance(opts[key], bool) or not isinstance(opts[key], int) or opts[key] < 1:
-                raise ConfigError(f"mined: {key} must be a positive integer, got {opts[key]!r}")
         return opts
 
     def stages(self, spec: TrainSpec) -> list[Stage | DataStage]:
