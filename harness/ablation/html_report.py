@@ -26,6 +26,7 @@ from harness.store import RUN_FILE, is_result_dir, load_result
 if TYPE_CHECKING:
     from harness.ablation.runner import SuiteRun
     from reports.html import BenchmarkTexts, SuiteInputs
+    from reports.html.model import SettingRow
 
 log = logging.getLogger("harness.ablation")
 
@@ -107,7 +108,16 @@ def suite_inputs(suite: AblationSuite, scale: str, results_root: str | Path, loa
             return _texts(load(bench))
 
     return SuiteInputs(suite.name, scale, folder, systems, benchmarks, result_dirs, run_files, cells, texts,
-                       plots, " ".join(suite.description.split()), generated_by)
+                       plots, " ".join(suite.description.split()), generated_by, settings_rows(suite, scale))
+
+
+def settings_rows(suite: AblationSuite, scale: str) -> list[SettingRow]:
+    """The report's settings table: what the dry run prints (:func:`harness.ablation.provenance.settings_diff`)."""
+    from harness.ablation.provenance import settings_diff, value_text
+    from reports.html.model import SettingRow
+
+    return [SettingRow(d.system, d.name, value_text(d.value), d.source, value_text(d.baseline), d.baseline_source)
+            for d in settings_diff(suite, scale)]
 
 
 def _checkpoint_steps(folder: Path, replicate_id: str) -> list[int]:

@@ -413,7 +413,7 @@ def build_report(inputs: SuiteInputs, per_query_metrics: Sequence[str] | None = 
         cards=cards, cells=_cells(inputs), plots=plots,
         notes=[f"Suite version {summary.get('version', '?')}; test {data.get('test')}, correction "
                f"{data.get('correction')}, alpha {data.get('alpha')}."],
-        generated_by=inputs.generated_by, warnings=warnings,
+        generated_by=inputs.generated_by, warnings=warnings, settings=list(inputs.settings),
         ci_level=float((data.get("options") or {}).get("ci_level", 0.95)))
     return report
 

@@ -40,6 +40,18 @@ class BenchmarkTexts:
 
 
 @dataclass(frozen=True)
+class SettingRow:
+    """A setting of a system that differs from the baseline's, with where each value was set."""
+
+    system: str
+    setting: str                                       # "train.lr", "options.k", "method", ...
+    value: str
+    source: str                                        # "<suite file>:<line>", or the method's preset/default
+    baseline: str
+    baseline_source: str
+
+
+@dataclass(frozen=True)
 class CellSource:
     """One evaluated model on one benchmark (a replicate or a checkpoint too), for the cells table."""
 
@@ -67,6 +79,7 @@ class SuiteInputs:
     plots: list[Path] = field(default_factory=list)    # PNG files of the suite (copied into the report)
     description: str = ""
     generated_by: str = ""                             # the command that wrote the report
+    settings: list[SettingRow] = field(default_factory=list)   # how each system differs from the baseline
 
 
 @dataclass(frozen=True)
@@ -183,3 +196,4 @@ class HtmlReport:
     generated_by: str = ""
     warnings: list[str] = field(default_factory=list)
     ci_level: float = 0.95
+    settings: list[SettingRow] = field(default_factory=list)

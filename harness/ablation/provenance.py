@@ -1,0 +1,182 @@
+"""Where each setting of a suite's systems comes from, and how each system differs from the baseline.
+
+A system's settings are its method and model, its TrainSpec fields (``train.<field>``), its method
+options (``options.<name>``), its evaluation settings (``evaluation.<key>``), its seeds and
+checkpoints.  Each value has one source: the suite file's line that set it last (``tdro.yaml:41``),
+or, for a value the file does not set, the method's preset at that scale, the method's option
+default, or the TrainSpec default.  ``harness run SUITE --dry-run`` prints :func:`settings_diff`
+and the HTML report shows the same table.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from harness.ablation.axes import System, baseline_system, replicates, suite_systems
+from harness.ablation.problems import KeyPath
+from harness.ablation.spec import NO_TRAINING, AblationSuite
+
+# TrainSpec fields that are not settings of a system (set from elsewhere, or shown as their own setting)
+_NOT_SHOWN = ("model", "method_options", "save_every", "keep_checkpoints")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting of a system: its value and where that value came from."""
+
+    name: str
+    value: Any
+    source: str
+
+
+@dataclass(frozen=True)
+class Difference:
+    """A setting of ``system`` that differs from the baseline's (``None``: the setting does not apply)."""
+
+    system: str
+    name: str
+    value: Any
+    source: str
+    baseline: Any
+    baseline_source: str
+
+
+def _layered(suite: AblationSuite, layers: list[tuple[KeyPath, dict[str, Any]]], key: str) -> str | None:
+    """The source of the last layer that sets ``key`` (its file line), or None."""
+    for keypath, layer in reversed(layers):
+        if key in layer:
+            return suite.source(keypath + (key,)) or f"{suite.name} ({'.'.join(map(str, keypath + (key,)))})"
+    return None
+
+
+def system_settings(suite: AblationSuite, system: System, scale: str) -> dict[str, Setting]:
+    """Every setting of ``system`` at ``scale`` with its source, by name (``train.lr``, ``options.k``, ...)."""
+    from harness.ablation.cells import merge_evaluation, replicate_spec
+
+    cfg = suite.scale(scale)
+    variant = system.variant
+    i = suite.variants.index(variant)
+    where: KeyPath = ("variants", i)
+    at_scale: KeyPath = where + ("scales", scale)
+    own = variant.scales.get(scale, {})
+    out: dict[str, Setting] = {}
+
+    def add(name: str, value: Any, source: str | None) -> None:
+        out[name] = Setting(name, _plain(value), source or "")
+
+    add("method", variant.method, suite.source(where + ("method",)))
+    model_at = [(at_scale + ("model",), own.get("model")), (where + ("model",), variant.model),
+                (("scales", scale, "model"), cfg.model)]
+    keypath, model = next((k, m) for k, m in model_at if m)
+    add("model", model, suite.source(keypath))
+    sweep_at = where + ("sweep", "values", system.point) if system.point is not None else None
+    if variant.method != NO_TRAINING:
+        from harness.method import get_method
+        from harness.train.spec import TrainSpec
+
+        method = get_method(variant.method)
+        replicate = replicates(suite, system, scale)[0]
+        spec = replicate_spec(suite, replicate, scale, model)   # the name: resolving would build a synthetic model
+        preset_name = scale if scale in method.presets else next(iter(method.presets), scale)
+        preset = dict(method.presets.get(preset_name, {}))
+        train_layers = [(("scales", scale, "train"), cfg.train), (where + ("train",), variant.train),
+                        (at_scale + ("train",), own.get("train") or {})]
+        defaults = TrainSpec()
+        for f in dataclasses.fields(TrainSpec):
+            if f.name in _NOT_SHOWN or (f.name == "seed" and replicate.seed is not None):
+                continue
+            source = _layered(suite, train_layers, f.name)
+            if system.sweep is not None and system.sweep.section == "train" and system.sweep.name == f.name:
+                source = suite.source(sweep_at) if sweep_at else source
+            if source is None:
+                source = (f"method {variant.method} preset {preset_name!r}" if f.name in preset
+                          else "TrainSpec default" if getattr(defaults, f.name) == getattr(spec, f.name)
+                          else f"method {variant.method}")
+            add(f"train.{f.name}", getattr(spec, f.name), source)
+        option_layers = [(where + ("options",), variant.options), (at_scale + ("options",), own.get("options") or {})]
+        preset_options = dict(preset.get("method_options") or {})
+        options = {**method.default_options, **spec.method_options}
+        for name, value in options.items():
+            source = _layered(suite, option_layers, name)
+            if system.sweep is not None and system.sweep.section == "options" and system.sweep.name == name:
+                source = suite.source(sweep_at) if sweep_at else source
+            if source is None:
+                source = (f"method {variant.method} preset {preset_name!r}" if name in preset_options
+                          else f"method {variant.method} default")
+            add(f"options.{name}", value, source)
+        seeds = suite.seeds_for(variant, scale)
+        if seeds is not None:
+            seed_at = [at_scale + ("seeds",), where + ("seeds",), ("scales", scale, "seeds"), ("seeds",)]
+            add("seeds", seeds, next((s for k in seed_at if (s := suite.source(k))), None))
+        checkpoints = suite.checkpoints_for(variant, scale)
+        if checkpoints is not None:
+            add("checkpoints", checkpoints.steps or f"every {checkpoints.every}",
+                suite.source(at_scale + ("checkpoints",)) or suite.source(where + ("checkpoints",)))
+    evaluation = merge_evaluation(cfg.evaluation, variant.evaluation, own.get("evaluation") or {})
+    for key, value in evaluation.items():
+        layers = [(("scales", scale), cfg.evaluation), (where, variant.evaluation),
+                  (at_scale, own.get("evaluation") or {})]
+        add(f"evaluation.{key}", value, _layered(suite, layers, key))
+    return out
+
+
+def settings_diff(suite: AblationSuite, scale: str) -> list[Difference]:
+    """Every setting of every system that differs from the baseline system's, in file order; a setting
+    only one of the two has (a trained variant against an untrained baseline) shows None on the other side."""
+    base = baseline_system(suite)
+    base_settings = system_settings(suite, base, scale)
+    out: list[Difference] = []
+    for system in suite_systems(suite):
+        if system.id == base.id:
+            continue
+        settings = system_settings(suite, system, scale)
+        both_train = system.variant.method != NO_TRAINING and base.variant.method != NO_TRAINING
+        names = list(dict.fromkeys([*settings, *(base_settings if both_train else ())]))
+        for name in names:
+            mine, theirs = settings.get(name), base_settings.get(name)
+            if not both_train and name.split(".")[0] in ("train", "options", "seeds", "checkpoints"):
+                if mine is None:
+                    continue
+            value = mine.value if mine else None
+            baseline = theirs.value if theirs else None
+            if value == baseline:
+                continue
+            out.append(Difference(system.id, name, value, mine.source if mine else "", baseline,
+                                  theirs.source if theirs else ""))
+    return out
+
+
+def diff_lines(suite: AblationSuite, scale: str, diffs: list[Difference] | None = None) -> list[str]:
+    """The dry run's text of :func:`settings_diff`: per system, each differing setting with its source."""
+    diffs = settings_diff(suite, scale) if diffs is None else diffs
+    base = baseline_system(suite)
+    lines = [f"settings that differ from the baseline {base.id} (value <- where it was set; baseline value):"]
+    current = None
+    for d in diffs:
+        if d.system != current:
+            lines.append(f"  {d.system}:")
+            current = d.system
+        lines.append(f"    {d.name} = {value_text(d.value)}  <- {d.source or '-'}   (baseline: {value_text(d.baseline)}"
+                     + (f" <- {d.baseline_source}" if d.baseline_source else "") + ")")
+    if not diffs:
+        lines.append("  (every system has the baseline's settings)")
+    return lines
+
+
+def _plain(value: Any) -> Any:
+    """A value as plain data (read-only mappings of a method's declarations become dicts)."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
+def value_text(value: Any, width: int = 60) -> str:
+    """A setting's value as the dry run and the report show it (``-``: the setting does not apply)."""
+    if value is None:
+        return "-"
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= width else text[:width - 3] + "..."
