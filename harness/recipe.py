@@ -39,7 +39,7 @@ from harness.errors import ConfigError
 from harness.train.spec import _coerce, _matches, closest, describe_type
 
 __all__ = ["NoOptions", "OptionInfo", "Preset", "declaration_from_defaults", "defaults", "describe_options",
-           "option", "option_infos", "option_problems", "preset", "validate_options"]
+           "option", "option_infos", "option_problems", "preset", "rebased", "validate_options"]
 
 # ``source`` of an option must name where its default comes from (DESIGN: every number traceable).
 SOURCE_KINDS = ("paper", "code", "harness default", "undeclared")
@@ -276,6 +276,23 @@ class Preset(Mapping[str, Any]):
         new = {k: given.get(k, fallback) for k in overrides}
         merged = {**kept, **new}
         return Preset({**self._overrides, **overrides}, {k: v for k, v in merged.items() if v}, "")
+
+
+def rebased(base: Preset, values: Mapping[str, Any], default_source: str,
+            sources: Mapping[str, str] | Sequence[tuple[str, Sequence[str]]] = ()) -> Preset:
+    """A :class:`Preset` of exactly ``values`` (a full preset dict built from ``base``'s, e.g. ``{**_PAPER, ...}``):
+    a field given in ``sources`` takes that source; a field whose value equals ``base``'s keeps ``base``'s
+    source; any other field (changed or new) takes ``default_source``."""
+    given = _per_field(sources)
+    out: dict[str, str] = {}
+    for key, value in values.items():
+        if key in given:
+            out[key] = given[key]
+        elif key in base and _plain(base[key]) == _plain(value):
+            out[key] = base.source(key)
+        else:
+            out[key] = default_source
+    return Preset(values, out)
 
 
 def preset(overrides: Mapping[str, Any], default_source: str,

@@ -44,11 +44,11 @@ import torch.nn.functional as F
 
 from harness.errors import ConfigError
 from harness.method import Method
-from harness.recipe import defaults, option
+from harness.recipe import defaults, option, rebased
 from harness.train.episodes import encode_texts
 from harness.train.negatives import AnceNegatives
 from harness.train.stages import DataStage, Stage
-from methods.uniform import _PAPER, _SMALL, _TINY
+from methods.uniform import _PAPER, _SMALL, _TINY, Uniform
 
 if TYPE_CHECKING:
     from harness.train.batching import Batch
@@ -72,6 +72,20 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 # COCO-DR Large: the same recipe on BERT-large (the paper's coCondenser-pretrained BERT-large is not public).
 PRESETS["paper-large"] = {**PRESETS["paper"], "model": "bert-large-uncased"}
+_ANCE = "OpenMatch/COCO-DR ANCE/README.md, ANCE/model/models.py (METHODS.md 2.2)"
+_PAPER_PRESET = rebased(Uniform.presets["paper"], PRESETS["paper"], _ANCE, [
+    ("paper 001 (coCondenser init)", ["model"]),
+    ("harness default: the paper's batch as one global batch", ["batch_size"]),
+])
+_SMALL_PRESET = rebased(_PAPER_PRESET, PRESETS["small"], "harness default: the uniform small recipe (MiniLM, CPU) "
+                                                         "with the released loss setup")
+SOURCED_PRESETS = {
+    "paper": _PAPER_PRESET, "small": _SMALL_PRESET,
+    "tiny": rebased(_SMALL_PRESET, PRESETS["tiny"], "harness default: the uniform tiny recipe with the released "
+                                                     "loss setup"),
+    "paper-large": rebased(_PAPER_PRESET, PRESETS["paper-large"], "harness default: bert-large-uncased (the "
+                                                                   "coCondenser BERT-large is not public)"),
+}
 _README = "OpenMatch/COCO-DR ANCE/README.md"
 _KMEANS = "OpenMatch/COCO-DR ANCE/drivers/run_ann_data_gen.py faiss.Kmeans(dim, 50, niter=500, nredo=5)"
 
@@ -160,7 +174,7 @@ def last_block_pattern(names: list[str], blocks: int) -> str:
 class ClusterDRO(Method):
     """Base of the cluster-reweighting methods: clusters, per-sample loss, state; subclasses weigh clusters."""
 
-    presets = PRESETS
+    presets = SOURCED_PRESETS
     Options = ClusterDROOptions
 
     @staticmethod

@@ -52,13 +52,13 @@ import torch.nn.functional as F
 from harness.encoders.backbone import tokenize
 from harness.errors import ConfigError
 from harness.method import Method, register_method
-from harness.recipe import option
+from harness.recipe import option, rebased
 from harness.train import distributed as D
 from harness.train.batching import ViewBatch
 from harness.train.stages import Prepared, StageResult
 from methods.coco_mlm import MlmDenseHead, check_mlm_backbone, mask_tokens, mlm_loss_sum
 from methods.coco_spans import span_sources
-from methods.uniform import _PAPER, _SMALL, _TINY
+from methods.uniform import _PAPER, _SMALL, _TINY, Uniform
 
 if TYPE_CHECKING:
     from harness.data.collections import TrainingData
@@ -114,6 +114,14 @@ _COCO_PAPER = {**_PAPER, **_COCO, "model": "Luyu/co-condenser-marco", "lr": 1e-4
                "weight_decay": 0.01, "precision": "fp16", "min_lr_ratio": 0.0}
 _COCO_SMALL = {**_SMALL, **_COCO, "pooling": "mean", "doc_max_length": 128, "batch_size": 32, "steps": 100,
                "warmup_steps": 10, "lr": 2e-5, "schedule": "linear", "min_lr_ratio": 0.0}
+_CODE = "OpenMatch/COCO-DR COCO/README.md, COCO/modeling.py (METHODS.md 2.1)"
+COCO_PAPER = rebased(Uniform.presets["paper"], _COCO_PAPER, _CODE, [
+    ("paper 001 (coCondenser init)", ["model"]),
+    ("harness default: 8 epochs is a step count per corpus (set steps; warmup 10% of it)",
+     ["steps", "warmup_steps"]),
+])
+COCO_SMALL = rebased(COCO_PAPER, _COCO_SMALL, "harness default: COCO's changes on the uniform small recipe (CPU, "
+                                              "minutes)")
 _COCO_TINY = {**_TINY, **_COCO, "doc_max_length": 64, "batch_size": 16, "steps": 30, "warmup_steps": 3,
               "lr": 1e-3}
 
@@ -145,7 +153,9 @@ class Coco(Method):
     """Contrastive pretraining on span pairs of target corpora (COCO, paper 001)."""
 
     description = "COCO: contrastive span-pair pretraining on target corpora (COCO-DR, paper 001)"
-    presets = {"tiny": _COCO_TINY, "small": _COCO_SMALL, "paper": _COCO_PAPER}
+    presets = {"tiny": rebased(COCO_SMALL, _COCO_TINY, "harness default: COCO's changes on the uniform tiny recipe "
+                                                       "(seconds)"),
+               "small": COCO_SMALL, "paper": COCO_PAPER}
     Options = CocoOptions
 
     def span_data(self, spec: TrainSpec) -> TrainingData:

@@ -71,7 +71,7 @@ from harness.encoders.heads import MarkedSparseHead
 from harness.encoders.sparse_echo import EchoSettings, check_causal_lm
 from harness.errors import ConfigError
 from harness.method import register_method
-from harness.recipe import option
+from harness.recipe import option, rebased
 from methods.splade import Splade, SpladeOptions
 
 if TYPE_CHECKING:
@@ -275,13 +275,21 @@ class EchoSpladeOptions(SpladeOptions):
                                     source="harness default: keep every term (the small preset sets 256)")
 
 
+PAPER = rebased(Splade.presets["paper"], _PAPER, "paper 003 Echo-Mistral-SPLADE (METHODS.md 4.2)", [
+    ("paper 003 (QLoRA on the projections; METHODS.md 4.2)", ["lora", "method_options"]),
+    ("harness default: the echo code's 'last' (the sparse head pools the marked positions)", ["pooling"]),
+])
+SMALL = rebased(PAPER, _SMALL, "harness default: SmolLM2-135M-Instruct with LoRA, sized for a CPU")
+TINY = rebased(SMALL, _TINY, "harness default: the synthetic world's tiny untied decoder, seconds on CPU")
+
+
 @register_method("echo-splade")
 class EchoSplade(Splade):
     """Echo-Mistral-SPLADE on the shared trainer (options and behaviour: see the module docstring)."""
 
     description = ("Echo-Mistral-SPLADE (paper 003): SPLADE weights from a decoder's LM head over echo templates, "
                    "LoRA on the projections with embeddings and LM head frozen")
-    presets = {"tiny": _TINY, "small": _SMALL, "paper": _PAPER}
+    presets = {"tiny": TINY, "small": SMALL, "paper": PAPER}
     Options = EchoSpladeOptions
 
     def __init__(self) -> None:

@@ -36,7 +36,7 @@ import numpy as np
 
 from harness.errors import ConfigError
 from harness.method import Method, register_method, thawed
-from harness.recipe import option
+from harness.recipe import Preset, option, rebased
 from harness.train.stages import DataStage, Stage
 from methods.tdro import (
     STAGE1_DEFAULTS,
@@ -54,8 +54,10 @@ EMA_FACTOR = 0.1
 TRAJECTORY_FILE = "weights_trajectory.jsonl"
 
 
-def _stage1_preset(scale: str) -> dict[str, Any]:
-    return {**thawed(Uniform.presets[scale]), **STAGE1_FIXED, **STAGE1_DEFAULTS}
+def _stage1_preset(scale: str) -> Preset:
+    return rebased(Uniform.presets[scale], {**thawed(Uniform.presets[scale]), **STAGE1_FIXED, **STAGE1_DEFAULTS},
+                   "tdro-llm/tdro scripts/s1_tdro.sh (METHODS.md 1.4: mixed batches, hard negatives only, 1 + 7 "
+                   "passages, 4 accumulation steps)")
 
 
 def same_tokenization(a: Any, b: Any) -> bool:

@@ -28,6 +28,7 @@ scale; Qwen1.5's config has none.
 from __future__ import annotations
 
 from harness.method import Method, register_method
+from harness.recipe import preset, rebased
 
 _PAPER = {
     "model": "Qwen/Qwen1.5-0.5B", "pooling": "last", "append_eos": True,
@@ -63,12 +64,32 @@ _TINY = {
 }
 
 
+_TDRO_S0 = "paper 000 Table 6 / tdro-llm/tdro scripts/s0_train_baseline_model.sh (METHODS.md 0.3)"
+PAPER = preset(_PAPER, _TDRO_S0, [
+    ("METHODS.md 1.5 item 5: the released scripts pass no --lora (full fine-tuning)", ["lora"]),
+    ("harness default: 1.0, the Hugging Face Trainer's (the scripts train with it)", ["max_grad_norm"]),
+    ("harness default: a checkpoint every 100 steps, so a killed run resumes", ["save_every"]),
+])
+SMALL = rebased(PAPER, _SMALL, "harness default: sized for all-MiniLM-L6-v2 on 2 CPU cores in minutes", [
+    ("harness default: mean pooling, how MiniLM was trained", ["pooling"]),
+    ("harness default: tau 0.05 (MiniLM's training used a similarity scale of 20)", ["temperature"]),
+    ("harness default: 2e-5, a typical rate for full fine-tuning of a small BERT", ["lr"]),
+    ("harness default: MiniLM was trained without instructions", ["use_instructions"]),
+    ("harness default: fp32 on CPU", ["precision", "gradient_checkpointing"]),
+])
+TINY = rebased(PAPER, _TINY, "harness default: a tiny random model on the synthetic world, seconds", [
+    ("harness default: no dropout (the paper's decoder has none; seconds-long runs on planted structure)",
+     ["dropout"]),
+    ("harness default: a checkpoint every 50 steps, so a killed suite resumes the cell", ["save_every"]),
+])
+
+
 @register_method("uniform")
 class Uniform(Method):
     """Uniform dataset weights, homogeneous batches, HN + IBN + CBN InfoNCE (the trainer defaults)."""
 
     description = "uniform sampling baseline (tDRO paper baseline / reference model)"
-    presets = {"tiny": _TINY, "small": _SMALL, "paper": _PAPER}
+    presets = {"tiny": TINY, "small": SMALL, "paper": PAPER}
 
     def dataset_weights(self, spec, data):
         if spec.dataset_weights is not None and len(set(spec.dataset_weights.values())) > 1:

@@ -6,6 +6,7 @@ Built-ins and plug-ins installed through entry points (``retrieval_harness.metho
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 
 from harness.registry import Registry
 
@@ -21,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also show each method's options (type, default, choices or range, unit, the source of the "
                         "default, doc), or each suite's declared load options")
     p.add_argument("--json", action="store_true",
-                   help="print JSON: a list of {name, description} (with --options: and options) instead of lines")
+                   help="print JSON: a list of {name, description} (with --options: and options; methods also their "
+                        "presets, each value with its source) instead of lines")
     p.set_defaults(func=run)
 
 
@@ -71,11 +73,27 @@ def records(kind: str, with_options: bool = False) -> list[dict[str, object]]:
         if with_options and kind == "methods":
             from harness.recipe import option_infos
 
-            record["options"] = [info.as_dict() for info in option_infos(reg.get(name).Options)]
+            method = reg.get(name)
+            record["options"] = [info.as_dict() for info in option_infos(method.Options)]
+            record["presets"] = {scale: {key: {"value": _plain(preset[key]), "source": _source(preset, key)}
+                                         for key in preset} for scale, preset in method.presets.items()}
         elif with_options:
             record["options"] = _option_lines(kind, reg.get(name))
         out.append(record)
     return out
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _source(preset: Mapping[str, object], key: str) -> str | None:
+    source = getattr(preset, "source", None)
+    return source(key) if callable(source) else None
 
 
 def run(args: argparse.Namespace) -> int:
