@@ -227,6 +227,11 @@ class Method:
         """Per-sample losses (with graph) and group ids of this micro-batch (default: InfoNCE, HN/IBN/CBN)."""
         return ctx.info_nce_losses(encoded)
 
+    def regroup(self, losses: torch.Tensor, group_ids: torch.Tensor, ctx: TrainContext) -> torch.Tensor:
+        """The group ids this method reweights by, given a base method's per-sample ``losses`` and group ids
+        (:mod:`harness.train.compose`; default: the base's, i.e. the training sources)."""
+        return group_ids
+
     def observe(self, out: LossOutput, ctx: TrainContext) -> None:
         """Called per micro-batch before the loss is formed."""
 
@@ -297,7 +302,13 @@ class Method:
         return train_run(self, spec, data, workdir, cells_root=self.cells_root)
 
     def encoder(self, ckpt: Checkpoint, **kwargs: Any) -> Encoder:
-        """The trained model as an :class:`~harness.encoders.base.Encoder` (``kwargs`` go to HFEncoder)."""
+        """The trained model as an :class:`~harness.encoders.base.Encoder` (``kwargs`` go to HFEncoder); a run
+        that wrapped another method's loss (option ``base``) is read by that method's encoder."""
+        from harness.train.compose import base_of, run_options
+
+        base = base_of(run_options(ckpt))
+        if base is not None and base != self.name:
+            return get_method(base).encoder(ckpt, **kwargs)
         from harness.encoders.hf import HFEncoder
 
         return HFEncoder(str(ckpt.path), **kwargs)

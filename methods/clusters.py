@@ -45,6 +45,7 @@ import torch.nn.functional as F
 from harness.errors import ConfigError
 from harness.method import Method
 from harness.recipe import defaults, option, rebased
+from harness.train.compose import BaseLossOptions
 from harness.train.episodes import encode_texts
 from harness.train.negatives import AnceNegatives
 from harness.train.stages import DataStage, Stage
@@ -91,7 +92,7 @@ _KMEANS = "OpenMatch/COCO-DR ANCE/drivers/run_ann_data_gen.py faiss.Kmeans(dim, 
 
 
 @dataclass(frozen=True)
-class ClusterDROOptions:
+class ClusterDROOptions(BaseLossOptions):
     """The options iDRO, GroupDRO and their ERM baseline share: clusters, per-sample loss, ANCE negatives, COCO."""
 
     k: int = option(50, doc="number of K-means query clusters", bounds="[1, inf)",
@@ -292,12 +293,16 @@ class ClusterDRO(Method):
 
     # ------------------------------------------------------------------ losses
     def losses(self, encoded: EncodedBatch, ctx: TrainContext) -> tuple[torch.Tensor, torch.Tensor]:
-        batch = ctx.query_batch()
         if ctx.options["loss"] == "trainer":
-            losses, _ = ctx.info_nce_losses(encoded)
+            losses, groups = ctx.info_nce_losses(encoded)
         else:
             losses = triplet_losses(encoded["query"], encoded["passage"], ctx.spec.similarity, ctx.spec.temperature)
-        return losses, self.clusters_of(batch.examples, losses.device)
+            groups = ctx.batch_group_ids()
+        return losses, self.regroup(losses, groups, ctx)
+
+    def regroup(self, losses: torch.Tensor, group_ids: torch.Tensor, ctx: TrainContext) -> torch.Tensor:
+        """Reweighted by query cluster, whatever per-sample loss (own, or a ``base`` method's) it is."""
+        return self.clusters_of(ctx.query_batch().examples, losses.device)
 
     def cluster_means(self, out: LossOutput) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(means with graph, counts, present)`` per cluster of this rank's samples (absent: 0)."""

@@ -54,6 +54,7 @@ import numpy as np
 from harness.errors import ConfigError
 from harness.method import Method, register_method
 from harness.recipe import option
+from harness.train.compose import BaseLossOptions
 from harness.train.stages import DataStage, Prepared, Stage, StageResult
 from methods.uniform import Uniform
 
@@ -306,7 +307,7 @@ class TdroWeightsOptions:
 
 
 @dataclass(frozen=True)
-class TdroOptions(TdroWeightsOptions):
+class TdroOptions(TdroWeightsOptions, BaseLossOptions):
     """tDRO stage 2's options: how the learned weights are transferred, and what stage 1 runs with."""
 
     transfer: str = option("ratio", doc="top / bottom: the top or bottom `percent`% datasets at 1/n each; ratio: "

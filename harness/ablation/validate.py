@@ -26,21 +26,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness.ablation.axes import apply_axes, keep_checkpoints, replicates, systems_of
+from harness.ablation.cells import variant_train_overrides
 from harness.ablation.layout import layout_names, load_layout
 from harness.ablation.problems import KeyPath, Problems
 from harness.ablation.resolve import SYNTHETIC_PREFIX, resolve_data_entry, resolve_path, substitute, unresolved
-from harness.ablation.spec import NO_TRAINING, AblationSuite, closest
+from harness.ablation.spec import NO_TRAINING, AblationSuite, closest, load_suite
+from harness.benchmark import get_suite, list_suites
 from harness.errors import ConfigError, HarnessError
 from harness.io.paths import check_component
+from harness.method import get_method, list_methods
+from harness.metrics.names import parse_metric
 from harness.pipeline import LEXICAL_MODELS
+from harness.train.compose import compose
 from harness.train.stages import Stage, flatten_stages
 
 
 def load_validated(name_or_path: str | Path, scale: str, *, dry_run: bool = False) -> AblationSuite:
     """Load a suite and validate its plan at ``scale``: the file's problems and the plan's in one error.
     A dry run of a GPU-only scale checks no folders or models (they are on the machines it is planned for)."""
-    from harness.ablation.spec import load_suite
-
     problems = Problems()
     suite = load_suite(name_or_path, problems)
     if scale not in suite.scales:
@@ -60,7 +64,7 @@ def validate_plan(suite: AblationSuite, scale: str, *, check_resources: bool = T
     ``problems``); return quietly otherwise."""
     cfg = suite.scale(scale)
     if problems is None:
-        problems = Problems(suite.path, _lines(suite))
+        problems = Problems(suite.path, suite.lines or _lines(suite), suite.columns)
     _metrics(suite, problems)
     _names(suite, scale, problems)
     models: dict[str, KeyPath] = {cfg.model: ("scales", scale, "model")}
@@ -88,7 +92,7 @@ def _lines(suite: AblationSuite) -> dict:
     """The key lines of the suite file (read again: cheap, and AblationSuite stays plain data)."""
     if suite.path is None or not Path(suite.path).exists():
         return {}
-    from harness.ablation.yamlsafe import load_yaml
+    from harness.ablation.yamlsafe import load_yaml  # lazy (start-up speed): imports yaml
 
     try:
         return load_yaml(suite.path)[1]
@@ -97,8 +101,6 @@ def _lines(suite: AblationSuite) -> dict:
 
 
 def _metrics(suite: AblationSuite, problems: Problems) -> None:
-    from harness.metrics.names import parse_metric
-
     for i, name in enumerate(suite.metrics):
         try:
             parse_metric(name)
@@ -126,8 +128,6 @@ def _cell_ids(suite: AblationSuite, scale: str, i: int, problems: Problems) -> N
     safe folder names: a sweep over ``options.a/b``, or a long id whose ``@seed=...`` suffix crosses the length
     cap, is a problem at the line of the variant's axis (``checkpoints: {every: n}`` steps depend on the run's
     length: :mod:`harness.ablation.paths` refuses a bad one before anything is written)."""
-    from harness.ablation.axes import replicates, systems_of
-
     variant = suite.variants[i]
     where: KeyPath = ("variants", i)
     if not _is_component(variant.id):
@@ -159,9 +159,6 @@ def _is_component(name: str) -> bool:
 
 
 def _variant(suite: AblationSuite, scale: str, i: int, problems: Problems, build_spec: bool) -> None:
-    from harness.ablation.cells import variant_train_overrides
-    from harness.method import get_method, list_methods
-
     variant = suite.variants[i]
     where: KeyPath = ("variants", i)
     known = list_methods()
@@ -204,7 +201,6 @@ def _variant(suite: AblationSuite, scale: str, i: int, problems: Problems, build
         return
     if unknown_found or not build_spec:
         return
-    from harness.ablation.axes import apply_axes, keep_checkpoints, replicates, systems_of
 
     preset = scale if scale in method.presets else ("tiny" if "tiny" in method.presets else None)
     if preset is None:
@@ -215,7 +211,8 @@ def _variant(suite: AblationSuite, scale: str, i: int, problems: Problems, build
         overrides = apply_axes(variant_train_overrides(suite, variant, scale), replicate)
         point = f" ({system.sweep.name}={system.value!r})" if system.sweep is not None else ""
         try:
-            method.resolve_options(dict(overrides.get("method_options", {})))
+            # a ``base`` method and its options are checked too (harness.train.compose)
+            compose(method, method.resolve_options(dict(overrides.get("method_options", {}))))
             # The model name stands in for the resolved path: resolving a synthetic model would build it.
             spec = method.spec(preset, **{**overrides, "model": own_model or suite.scale(scale).model})
             keep_checkpoints(spec, replicate.checkpoints)
@@ -228,8 +225,6 @@ def _variant(suite: AblationSuite, scale: str, i: int, problems: Problems, build
 
 
 def _benchmark(bench: Any, where: tuple, problems: Problems, check_resources: bool) -> None:
-    from harness.benchmark import get_suite, list_suites
-
     known = list_suites()
     if ":" in bench.suite:   # a package.module:Class reference (a suite from another package)
         try:
@@ -289,7 +284,7 @@ def _folder(text: str, where: tuple, what: str, problems: Problems, directory: b
 
 
 def _model(model: str, where: tuple, problems: Problems) -> None:
-    from harness.encoders.model_check import check_model
+    from harness.encoders.model_check import check_model  # lazy (start-up speed): imports torch, tqdm
 
     name = substitute(model)
     names = unresolved(name)

@@ -259,6 +259,7 @@ def train_run(method: Method, spec: TrainSpec, data: TrainingData, workdir: str 
     the values its hooks read; then the shared trainer runs.  One process per run folder at a time:
     a waiter resumes or reuses what the holder left."""
     method.validate(spec)
+    check_training_folder(workdir)      # a user's folder is refused before its claim file or any stage is written
     with claim(workdir, f"training {method.name}"):
         ckpt, _ = _train_claimed(method, spec, data, Path(workdir), cells_root)
     return ckpt
@@ -266,9 +267,12 @@ def train_run(method: Method, spec: TrainSpec, data: TrainingData, workdir: str 
 
 def _train_claimed(method: Method, spec: TrainSpec, data: TrainingData, workdir: Path,
                    cells_root: Path | None) -> tuple[Checkpoint, list[Path]]:
+    from harness.train.compose import compose
     from harness.train.trainer import Trainer
 
-    method.validate(spec)
+    # around another method's per-sample loss when the options name a ``base`` (harness.train.compose)
+    runner = compose(method, method.resolve_options(dict(spec.method_options)))
+    runner.validate(spec)
     results, deps = run_stages(method, spec, data, workdir, cells_root)
     for result in results.values():
         if isinstance(result.stage, Stage) and result.stage.starts_from:
@@ -276,7 +280,7 @@ def _train_claimed(method: Method, spec: TrainSpec, data: TrainingData, workdir:
     prepared = method.prepare(spec, data, results)
     if not (workdir / DONE_FILE).exists():
         log.info("training %s in %s", method.name, workdir)
-    trainer = Trainer(spec, prepared.data, workdir, method=method, stages=results, prepared=prepared,
+    trainer = Trainer(spec, prepared.data, workdir, method=runner, stages=results, prepared=prepared,
                       dependency_runs=deps)
     return trainer.run(), deps
 

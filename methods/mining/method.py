@@ -439,8 +439,8 @@ class Mined(Method):
 
         return embed
 
-    def configure(self, ctx) -> None:
-        prepared = ctx.prepared
+    def use_prepared(self, prepared: Mapping[str, Any]) -> None:
+        """Take the mining report, the rows' labels and loss weights ``prepare`` computed."""
         self._mining = dict(prepared.get("mining") or {})
         self._examples = list(prepared.get("examples") or [])
         self._languages = list(prepared.get("languages") or [])
@@ -448,6 +448,9 @@ class Mined(Method):
         self._weights = prepared.get("weights")
         self._position = {ex: i for i, ex in enumerate(self._examples)}
         self._epochs = {}
+
+    def configure(self, ctx) -> None:
+        self.use_prepared(ctx.prepared)
         if ctx.options["batches"] == "language_topic" and ctx.world_size > 1:
             raise ConfigError("mined: language_topic batches run on one process (the batch of a step is drawn "
                               "whole); train without accelerate's several processes")

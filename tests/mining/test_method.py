@@ -215,7 +215,7 @@ def test_epochs_follow_with_the_next_seed(tiny):
     method = get_method("mined")
     data = TrainingData([make_source()])
     s = spec(tiny, mine=False, batches="language_topic", languages="column:lang", topics="column:topic")
-    method._prepare_batches(s, data, method.resolve_options(dict(s.method_options)))
+    method.use_prepared(method.prepare(s, data, {}).values)
     langs = [r.meta["lang"] for r in data.sources[0].rows]
     tops = [r.meta["topic"] for r in data.sources[0].rows]
     first = method._epoch(0, 4, s.seed)

@@ -1,5 +1,6 @@
-"""Method.losses: a method that changes only the per-sample loss (debiased contrastive loss) gets
-observe/reduce, tDRO-style reweighting, the gradient cache and the training log for free."""
+"""Method.losses: a method that changes only the per-sample loss (``methods.debiased``, the debiased contrastive
+loss) gets observe/reduce, the gradient cache and the training log for free, and tDRO reweights it through
+composition (option ``base``, harness.train.compose) without a new class."""
 from __future__ import annotations
 
 import math
@@ -7,11 +8,12 @@ import math
 import numpy as np
 import pytest
 import torch
-from debiased import Debiased, DebiasedTdro, debiased_losses
 from trainutil import grads, load_tiny, make_data, plain_step, step_context
 
 from harness.train.logs import read_log
 from harness.train.losses import candidate_info_nce
+from methods.debiased import Debiased, debiased_losses
+from methods.tdro import Tdro
 
 # Tiny models train fastest on one thread (the shared fixture in tests/conftest.py).
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -65,7 +67,9 @@ def test_gradient_cache_differentiates_the_method_loss(tiny_model_nodrop):
     assert max(float(g.abs().max()) for g in g_full.values()) > 1e-3
 
 
-class Recording(DebiasedTdro):
+class Recording(Tdro):
+    """tDRO stage 2, recording what its reduce receives (the base's per-sample losses)."""
+
     def configure(self, ctx):
         super().configure(ctx)
         self.records = []
@@ -86,7 +90,8 @@ def test_debiased_loss_composes_with_tdro_loss_reweighting(tmp_path, tiny_model_
                      sampling="mixed",
                      steps=4, warmup_steps=0, n_hard_negatives=1, query_max_length=32, doc_max_length=64, lr=1e-3,
                      precision="fp32", gradient_checkpointing=False, progress=False,
-                     method_options={"weights": alpha, "transfer": "loss", "tau_plus": 0.1})
+                     method_options={"weights": alpha, "transfer": "loss", "base": "debiased",
+                                     "base_options": {"tau_plus": 0.1}})
     method = Recording()
     method.train(spec, make_data(), tmp_path / "run")
     multipliers = torch.tensor([3 * alpha[f"src{g}"] for g in range(3)])      # k * alpha_g
