@@ -17,13 +17,14 @@ class HarnessError(Exception):
 class InputError(HarnessError, ValueError):
     """Bad user input: a file that does not parse or violates its format."""
 
-    def __init__(self, path: str | Path | None, problem: str, line: int | None = None):
+    def __init__(self, path: str | Path | None, problem: str, line: int | None = None, column: int | None = None):
         self.path = str(path) if path is not None else None
         self.line = line
+        self.column = column
         self.problem = problem
         where = self.path or "<input>"
         if line is not None:
-            where = f"{where}:{line}"
+            where = f"{where}:{line}" + (f":{column}" if column is not None else "")
         super().__init__(f"{where}: {problem}")
 
 

@@ -126,7 +126,7 @@ def table_section(suite: AblationSuite) -> TableSection:
     """The suite's ``table:`` section as the schema read it (a suite built in Python without one: read from
     its ``raw`` mapping, problems raised)."""
     if not suite.table.layouts and isinstance(suite.raw.get("table"), dict):
-        problems = Problems(suite.path, suite.lines)
+        problems = Problems(suite.path, suite.lines, suite.columns)
         table = read_table(suite.raw["table"], problems)
         problems.raise_if_any()
         return table

@@ -31,10 +31,12 @@ class Problem:
     keypath: KeyPath
     message: str
     line: int | None = None
+    column: int | None = None
 
     def __str__(self) -> str:
         where = format_keypath(self.keypath)
-        prefix = f"line {self.line}: " if self.line is not None else ""
+        prefix = "" if self.line is None else \
+            f"line {self.line}, column {self.column}: " if self.column is not None else f"line {self.line}: "
         return f"{prefix}{where + ': ' if where else ''}{self.message}"
 
 
@@ -47,7 +49,7 @@ class SuitePlanError(InputError, ConfigError):
         if len(self.problems) == 1:
             only = self.problems[0]
             where = format_keypath(only.keypath)
-            super().__init__(path, f"{where + ': ' if where else ''}{only.message}", only.line)
+            super().__init__(path, f"{where + ': ' if where else ''}{only.message}", only.line, column=only.column)
         else:
             bullets = "\n".join(f"  - {p}" for p in self.problems)
             super().__init__(path, f"{len(self.problems)} problems in the suite (nothing was run):\n{bullets}")
@@ -56,15 +58,18 @@ class SuitePlanError(InputError, ConfigError):
 class Problems:
     """A list of problems with the file's line map; ``raise_if_any`` turns them into one error."""
 
-    def __init__(self, path: str | Path | None = None, lines: dict[KeyPath, int] | None = None):
+    def __init__(self, path: str | Path | None = None, lines: dict[KeyPath, int] | None = None,
+                 columns: dict[KeyPath, int] | None = None):
         self.path = path
         self.lines = lines or {}
+        self.columns = columns or {}
         self.items: list[Problem] = []
 
     def add(self, keypath: KeyPath, message: str, at: KeyPath | None = None) -> None:
         """A problem reported at ``keypath``; its line is that of ``at`` (default: ``keypath``).  The same
         problem found twice (by the file's reader and the plan's validator) is listed once."""
-        problem = Problem(tuple(keypath), message, self.line(keypath if at is None else at))
+        where = keypath if at is None else at
+        problem = Problem(tuple(keypath), message, self.line(where), self.column(where))
         if problem not in self.items:
             self.items.append(problem)
 
@@ -74,6 +79,15 @@ class Problems:
         while keypath:
             if keypath in self.lines:
                 return self.lines[keypath]
+            keypath = keypath[:-1]
+        return None
+
+    def column(self, keypath: KeyPath) -> int | None:
+        """The column of the key whose line :meth:`line` gives (None when it is not known)."""
+        keypath = tuple(keypath)
+        while keypath:
+            if keypath in self.lines:
+                return self.columns.get(keypath)
             keypath = keypath[:-1]
         return None
 

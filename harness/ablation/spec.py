@@ -186,6 +186,7 @@ class AblationSuite:
     table: TableSection = field(default_factory=TableSection, compare=False, repr=False)
     # provenance: the line of every key path of the file (``("variants", 1, "options", "k")``)
     lines: dict[KeyPath, int] = field(default_factory=dict, compare=False, repr=False)
+    columns: dict[KeyPath, int] = field(default_factory=dict, compare=False, repr=False)   # of each key path
 
     def source(self, keypath: KeyPath) -> str | None:
         """Where the value at ``keypath`` was written: ``<suite file>:<line>``, or None (not from the file)."""
@@ -258,12 +259,13 @@ def load_suite(name_or_path: str | Path, problems: Problems | None = None) -> Ab
         path = known[str(name_or_path)]
     if not path.exists():
         raise InputError(path, "suite file does not exist")
-    raw, lines = load_yaml(path)
-    return parse_suite(raw, path, lines, problems)
+    columns: dict[KeyPath, int] = {}
+    raw, lines = load_yaml(path, columns=columns)
+    return parse_suite(raw, path, lines, problems, columns)
 
 
 def parse_suite(raw: Any, path: Path | None = None, lines: dict | None = None,
-                problems: Problems | None = None) -> AblationSuite:
+                problems: Problems | None = None, columns: dict | None = None) -> AblationSuite:
     """Build an :class:`AblationSuite` from a loaded suite file; every problem of the file (unknown keys
     with the closest known key, wrong types, dangling ids, bad stats settings) is reported at once.
 
@@ -273,9 +275,9 @@ def parse_suite(raw: Any, path: Path | None = None, lines: dict | None = None,
     (entries without their required keys left out), so plan validation can add its own."""
     collect = problems is not None
     if problems is None:
-        problems = Problems(path, lines)
+        problems = Problems(path, lines, columns)
     else:
-        problems.path, problems.lines = path, lines or {}
+        problems.path, problems.lines, problems.columns = path, lines or {}, columns or {}
     r = SchemaReader(problems)
     file = r.section(SuiteFile, raw, ())
     if file is None:
@@ -307,7 +309,7 @@ def parse_suite(raw: Any, path: Path | None = None, lines: dict | None = None,
     return AblationSuite(name=file.name, version=file.version, description=str(file.description or "").strip(),
                          baseline=baseline, variants=variants, metrics=list(file.metrics), stats=stats,
                          scales=scales, path=path, raw=raw, seeds=file.seeds, table=file.table or TableSection(),
-                         lines=dict(lines or {}))
+                         lines=dict(lines or {}), columns=dict(columns or {}))
 
 
 def _variant(entry: VariantEntry, keypath: KeyPath, r: SchemaReader) -> Variant | None:

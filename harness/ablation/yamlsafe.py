@@ -27,8 +27,10 @@ KeyPath = tuple[Any, ...]
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def load_yaml(path: str | Path, text: str | None = None) -> tuple[Any, dict[KeyPath, int]]:
-    """``(data, {key path: line})`` of a YAML file; InputError (file and line) for invalid or oversized YAML."""
+def load_yaml(path: str | Path, text: str | None = None,
+              columns: dict[KeyPath, int] | None = None) -> tuple[Any, dict[KeyPath, int]]:
+    """``(data, {key path: line})`` of a YAML file; InputError (file and line) for invalid or oversized YAML.
+    With ``columns``, the 1-based column of every key path is added there."""
     path = Path(path)
     text = path.read_text(encoding="utf-8") if text is None else text
     loader = _Loader(text)
@@ -42,12 +44,13 @@ def load_yaml(path: str | Path, text: str | None = None) -> tuple[Any, dict[KeyP
                                    "a suite file does not need that many: is it an alias bomb?",
                              node.start_mark.line + 1)
         lines: dict[KeyPath, int] = {}
-        _record_lines(node, (), lines, path)
+        _record_lines(node, (), lines, path, columns)
         return loader.construct_document(node), lines
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise InputError(path, f"invalid YAML: {getattr(exc, 'problem', None) or exc}",
-                         None if mark is None else mark.line + 1) from None
+                         None if mark is None else mark.line + 1,
+                         column=None if mark is None else mark.column + 1) from None
     finally:
         loader.dispose()
 
@@ -77,8 +80,11 @@ def expanded_size(node: yaml.Node, path: Path | None = None) -> int:
     return size(node)
 
 
-def _record_lines(node: yaml.Node, keypath: KeyPath, lines: dict[KeyPath, int], path: Path) -> None:
+def _record_lines(node: yaml.Node, keypath: KeyPath, lines: dict[KeyPath, int], path: Path,
+                  columns: dict[KeyPath, int] | None = None) -> None:
     lines.setdefault(keypath, node.start_mark.line + 1)
+    if columns is not None:
+        columns.setdefault(keypath, node.start_mark.column + 1)
     if isinstance(node, yaml.MappingNode):
         seen: dict[Any, int] = {}
         for key_node, value_node in node.value:
@@ -90,10 +96,12 @@ def _record_lines(node: yaml.Node, keypath: KeyPath, lines: dict[KeyPath, int], 
                 raise InputError(path, f"key {key!r} appears twice in one mapping (first on line {seen[key]})", line)
             seen[key] = line
             lines[keypath + (key,)] = line
-            _record_lines(value_node, keypath + (key,), lines, path)
+            if columns is not None:
+                columns[keypath + (key,)] = key_node.start_mark.column + 1
+            _record_lines(value_node, keypath + (key,), lines, path, columns)
     elif isinstance(node, yaml.SequenceNode):
         for i, child in enumerate(node.value):
-            _record_lines(child, keypath + (i,), lines, path)
+            _record_lines(child, keypath + (i,), lines, path, columns)
 
 
 def _scalar_key(node: yaml.ScalarNode) -> Any:

@@ -51,7 +51,7 @@ def test_bad_values_are_refused_with_file_and_line(tmp_path):
                             ("batch_size: 0", "batch_size must be a positive integer, got 0"),
                             ("sparse_backend: seismik", "unknown sparse retrieval backend 'seismik'")]:
         line = _line(path, needle)
-        assert any(f"line {line}: " in row and message in row for row in text.splitlines()), (needle, text)
+        assert any(f"line {line}, column " in row and message in row for row in text.splitlines()), (needle, text)
     raw = _mini(encoding={"dtype": "bf16", "precision": "x"})
     with pytest.raises(ConfigError, match=r"unknown encoding option\(s\) precision; allowed: batch_size, dtype"):
         load_validated(_write(tmp_path, raw, "b.yaml"), "tiny")

@@ -194,24 +194,31 @@ def _refused(tmp_path: Path, suite: Path, capsys) -> str:
     return err
 
 
+def _at(path: Path, needle: str, key: str) -> str:
+    """``line:column`` of ``key`` on the line holding ``needle`` (where an error about its value points)."""
+    line = _line_of(path, needle)
+    text = path.read_text().splitlines()[line - 1]
+    return f"{line}:{text.index(key + ':') + 1}"
+
+
 def test_suite_name_with_dot_dot_is_refused_at_its_line(tmp_path, capsys):
     suite = _suite(tmp_path, lambda r: r.update(name="../../victim"))
     err = _refused(tmp_path, suite, capsys)
-    assert f"{suite}:{_line_of(suite, '../../victim')}: name: suite name '../../victim' cannot be used as a " \
+    assert f"{suite}:{_at(suite, '../../victim', 'name')}: name: suite name '../../victim' cannot be used as a " \
            "folder name" in err
 
 
 def test_hostile_variant_id_is_refused_at_its_line(tmp_path, capsys):
     suite = _suite(tmp_path, lambda r: r["variants"][1].update(id="../../../../../../escv"))
     err = _refused(tmp_path, suite, capsys)
-    assert f"{suite}:{_line_of(suite, 'escv')}: variants[1].id: variant id '../../../../../../escv' cannot be " \
+    assert f"{suite}:{_at(suite, 'escv', 'id')}: variants[1].id: variant id '../../../../../../escv' cannot be " \
            "used as a folder name: it contains a path separator" in err
 
 
 def test_hostile_benchmark_id_is_refused_at_its_line(tmp_path, capsys):
     suite = _suite(tmp_path, lambda r: r["scales"]["tiny"]["benchmarks"][1].update(id="../../../../../../escb"))
     err = _refused(tmp_path, suite, capsys)
-    assert f"{suite}:{_line_of(suite, 'escb')}: scales.tiny.benchmarks[1].id: benchmark id " \
+    assert f"{suite}:{_at(suite, 'escb', 'id')}: scales.tiny.benchmarks[1].id: benchmark id " \
            "'../../../../../../escb' cannot be used as a folder name" in err
 
 
