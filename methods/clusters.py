@@ -45,16 +45,11 @@ import torch.nn.functional as F
 from harness.errors import ConfigError
 from harness.method import Method
 from harness.recipe import defaults, option, rebased
-from harness.train.compose import BaseLossOptions
-from harness.train.episodes import encode_texts
-from harness.train.negatives import AnceNegatives
-from harness.train.stages import DataStage, Stage
+from harness.train.api import AnceNegatives, BaseLossOptions, DataStage, Stage, encode_texts
 from methods.uniform import _PAPER, _SMALL, _TINY, Uniform
 
 if TYPE_CHECKING:
-    from harness.train.batching import Batch
-    from harness.train.context import EncodedBatch, LossOutput, TrainContext
-    from harness.train.spec import TrainSpec
+    from harness.train.api import Batch, EncodedBatch, LossOutput, TrainContext, TrainSpec
 
 LOSSES = ("triplet", "trainer")
 _BLOCK = re.compile(r"(?:^|\.)layers?\.(\d+)\.")

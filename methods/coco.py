@@ -53,9 +53,7 @@ from harness.encoders.backbone import tokenize
 from harness.errors import ConfigError
 from harness.method import Method, register_method
 from harness.recipe import option, rebased
-from harness.train import distributed as D
-from harness.train.batching import ViewBatch
-from harness.train.stages import Prepared, StageResult
+from harness.train.api import Prepared, StageResult, ViewBatch, all_gather_with_grad, all_reduce_sum, is_distributed
 from methods.coco_mlm import MlmDenseHead, check_mlm_backbone, mask_tokens, mlm_loss_sum
 from methods.coco_spans import span_sources
 from methods.uniform import _PAPER, _SMALL, _TINY, Uniform
@@ -63,8 +61,7 @@ from methods.uniform import _PAPER, _SMALL, _TINY, Uniform
 if TYPE_CHECKING:
     from harness.data.collections import TrainingData
     from harness.encoders.heads import Head
-    from harness.train.context import EncodedBatch, LossOutput, TrainContext
-    from harness.train.spec import TrainSpec
+    from harness.train.api import EncodedBatch, LossOutput, TrainContext, TrainSpec
 
 _PICK_STREAM = 0xC0C1
 _MLM_STREAM = 0xC0C2
@@ -186,7 +183,7 @@ class Coco(Method):
     def representation_head(self, spec: TrainSpec) -> Head | None:
         if self.mlm_weight(spec) == 0:
             return None
-        from harness.train.model import resolved_encoding
+        from harness.train.api import resolved_encoding
 
         check_mlm_backbone(spec.model)
         enc = resolved_encoding(spec)
@@ -235,7 +232,7 @@ class Coco(Method):
         return batch
 
     def losses(self, encoded: EncodedBatch, ctx: TrainContext) -> tuple[torch.Tensor, torch.Tensor]:
-        gather = D.all_gather_with_grad if D.is_distributed() else None
+        gather = all_gather_with_grad if is_distributed() else None
         losses = coco_losses(encoded["span_a"], encoded["span_b"], rank=ctx.rank, gather=gather)
         return losses, ctx.batch_group_ids().repeat(2)
 
@@ -254,10 +251,10 @@ class Coco(Method):
         # The mean over the masked tokens of the global batch: this rank's sum over the global count, times the
         # world size because DDP averages the ranks' gradients (and the trainer logs the ranks' mean loss).
         total, count = mlm_loss_sum(logits, feats["labels"])
-        sums = D.all_reduce_sum(torch.tensor([float(total.detach()), float(count)], dtype=torch.float64))
+        sums = all_reduce_sum(torch.tensor([float(total.detach()), float(count)], dtype=torch.float64))
         global_count = max(float(sums[1]), 1.0)
         mlm = total * (ctx.world_size / global_count)
-        contrastive = D.all_reduce_sum(loss.detach().double().reshape(1)) / ctx.world_size
+        contrastive = all_reduce_sum(loss.detach().double().reshape(1)) / ctx.world_size
         self.last = {"mlm_loss": float(sums[0]) / global_count, "contrastive_loss": float(contrastive)}
         return loss + weight * mlm.to(loss.dtype)
 

@@ -38,7 +38,7 @@ from torch import nn
 
 from harness.encoders.heads import DenseHead
 from harness.errors import ConfigError
-from harness.train import distributed as D
+from harness.train.api import is_distributed
 
 IGNORE = -100
 
@@ -54,7 +54,7 @@ class MlmDenseHead(DenseHead):
             raise ConfigError("MLM dense head: the backbone returned no hidden states")
         emb = super().forward(type("Outputs", (), {"last_hidden_state": hidden[-1]})(), attention_mask)
         logits = getattr(outputs, "logits", None)
-        if logits is not None and emb.requires_grad and D.is_distributed():
+        if logits is not None and emb.requires_grad and is_distributed():
             # Exactly +0.0: puts the MLM head in this forward's graph for DDP (see the module docstring).
             emb = emb + logits[..., :0].sum().to(emb.dtype)
         return emb

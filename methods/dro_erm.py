@@ -17,7 +17,7 @@ from harness.method import register_method
 from methods.clusters import ClusterDRO
 
 if TYPE_CHECKING:
-    from harness.train.context import LossOutput, TrainContext
+    from harness.train.api import LossOutput, TrainContext
 
 
 @register_method("dro-erm")

@@ -48,6 +48,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,10 +77,7 @@ from methods.splade import Splade, SpladeOptions
 
 if TYPE_CHECKING:
     from harness.encoders.sparse import EchoSparseEncoder
-    from harness.train.batching import TrainBatch
-    from harness.train.context import TrainContext
-    from harness.train.result import Checkpoint
-    from harness.train.spec import TrainSpec
+    from harness.train.api import Checkpoint, TrainBatch, TrainContext, TrainSpec
 
 log = logging.getLogger(__name__)
 
@@ -302,7 +300,7 @@ class EchoSplade(Splade):
         """Echo templates hold each text twice (compute estimates double the tokens)."""
         return 2.0 if self.resolve_options(spec.method_options)["echo"] else 1.0
 
-    def resolve_options(self, options: dict[str, Any]) -> dict[str, Any]:
+    def resolve_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """The options with defaults, their values checked (suite validation and dry runs call this)."""
         opts = super().resolve_options(options)
         self._templates(opts)       # parses (and refuses) the templates
@@ -390,7 +388,7 @@ class EchoSplade(Splade):
 
     def make_batch(self, examples: list[tuple[int, int]], ctx: TrainContext, micro_index: int) -> TrainBatch:
         """The default rows (queries, positives, negatives), filled into the echo templates with marked masks."""
-        from harness.train.batching import build_batch
+        from harness.train.api import build_batch
 
         batch = build_batch(examples, ctx.data, ctx.spec, micro_index, ctx.rank, ctx.world_size)
         o = self.options
@@ -408,7 +406,7 @@ class EchoSplade(Splade):
         after) and ``harness_echo.json`` in ``final/`` (how the trained model reads texts)."""
         from harness.encoders.sparse_echo import write_echo_settings
         from harness.io import atomic_write_json
-        from harness.train.trainer import FINAL_DIR
+        from harness.train.api import FINAL_DIR
 
         lam_q, lam_d = self.lambdas(max(self.calls, 1))
         digests = {n: _digest(m) for n, m in frozen_modules(ctx.model.backbone).items()}

@@ -27,7 +27,7 @@ from methods.clusters import ClusterDRO, ClusterDROOptions
 from methods.dro_kernels import greedy_cvar_weights, greedy_ema_update, greedy_robust_loss, sagawa_step
 
 if TYPE_CHECKING:
-    from harness.train.context import LossOutput, TrainContext
+    from harness.train.api import LossOutput, TrainContext
 
 __all__ = ["GroupDRO", "greedy_cvar_weights", "greedy_ema_update", "greedy_robust_loss", "sagawa_step"]
 VARIANTS = ("sagawa", "greedy")

@@ -38,13 +38,13 @@ import torch
 from harness.errors import ConfigError
 from harness.method import register_method
 from harness.recipe import option
-from harness.train.batching import TrainBatch
+from harness.train.api import TrainBatch
 from methods.clusters import ClusterDRO, ClusterDROOptions
 from methods.dro_grads import SeparableClusterGradients
 from methods.dro_kernels import IDRO_MODES, idro_step
 
 if TYPE_CHECKING:
-    from harness.train.context import LossOutput, TrainContext
+    from harness.train.api import LossOutput, TrainContext
 
 __all__ = ["IDRO_MODES", "IDRO", "gram_factor", "idro_step"]
 CLUSTER_GRADS = ("auto", "backward")

@@ -37,10 +37,10 @@ import torch.nn.functional as F
 from harness.errors import ConfigError
 from harness.method import Method, register_method
 from harness.recipe import option, preset, rebased
-from harness.train.losses import reduce_losses
+from harness.train.api import reduce_losses
 
 if TYPE_CHECKING:
-    from harness.train.context import LossOutput, TrainContext
+    from harness.train.api import LossOutput, TrainContext
 
 A_MODES = ("pos", "neg")
 T_MODES = ("momentum", "constant")
@@ -387,7 +387,7 @@ class PEG(Method):
     def export(self, ctx: TrainContext, directory: Path) -> None:
         """``peg_state.json`` (final t, options), the progressive-state plot, and the w_q records if asked."""
         from harness.io import atomic_write, atomic_write_json
-        from harness.train.logs import LOG_FILE, read_log
+        from harness.train.api import LOG_FILE, read_log
 
         atomic_write_json(directory / "peg_state.json", {"t": self.t, "batches": self.batches, "tau": self.tau,
                                                          "options": self.options})

@@ -49,13 +49,11 @@ from harness.encoders.heads import splade_pool as _head_pool
 from harness.errors import ConfigError
 from harness.method import Method, register_method
 from harness.recipe import option, preset, rebased
-from harness.train import distributed as D
+from harness.train.api import all_gather_nograd, all_gather_with_grad
 
 if TYPE_CHECKING:
     from harness.encoders.base import Encoder
-    from harness.train.context import EncodedBatch, TrainContext
-    from harness.train.result import Checkpoint
-    from harness.train.spec import TrainSpec
+    from harness.train.api import Checkpoint, EncodedBatch, TrainContext, TrainSpec
 
 SCHEDULES = ("splade", "hf")
 REGULARIZERS = ("flops", "l1")
@@ -241,8 +239,8 @@ class Splade(Method):
         batch = ctx.query_batch()
         q, p = encoded["query"], encoded["passage"]
         # The global batch, gathered with gradient: each rank's slice gets the gradient of the global term.
-        q_all, p_all = D.all_gather_with_grad(q), D.all_gather_with_grad(p)
-        valid = D.all_gather_nograd(torch.as_tensor(batch.passage_valid, device=p.device).to(torch.uint8)).bool()
+        q_all, p_all = all_gather_with_grad(q), all_gather_with_grad(p)
+        valid = all_gather_nograd(torch.as_tensor(batch.passage_valid, device=p.device).to(torch.uint8)).bool()
         per_query = batch.passages_per_query
         first = torch.zeros(per_query, dtype=torch.bool, device=p.device)
         first[0] = True
@@ -289,7 +287,7 @@ class Splade(Method):
     def export(self, ctx: TrainContext, directory: Path) -> None:
         """``splade.json`` (options, lambdas of the last step) and the sentence-transformers files in ``final/``."""
         from harness.io import atomic_write_json
-        from harness.train.trainer import FINAL_DIR
+        from harness.train.api import FINAL_DIR
         from methods.splade_export import write_sparse_encoder_files
 
         lam_q, lam_d = self.lambdas(max(self.calls, 1))

@@ -54,15 +54,14 @@ import numpy as np
 from harness.errors import ConfigError
 from harness.method import Method, register_method
 from harness.recipe import option
-from harness.train.compose import BaseLossOptions
-from harness.train.stages import DataStage, Prepared, Stage, StageResult
+from harness.train.api import BaseLossOptions, DataStage, Prepared, Stage, StageResult
 from methods.uniform import Uniform
 
 if TYPE_CHECKING:
     import torch
 
     from harness.data.collections import TrainingData
-    from harness.train.spec import TrainSpec
+    from harness.train.api import TrainSpec
 
 MEASURES = ("relative", "excess", "proxy")
 MODES = ("code", "paper")
@@ -243,7 +242,7 @@ def transfer_plan(weights: Sequence[float] | np.ndarray, transfer: str, percent:
 # ---------------------------------------------------------------------------------------------- specs
 def spec_with(spec: TrainSpec, changes: Mapping[str, Any], method_options: dict[str, Any]) -> TrainSpec:
     """``spec`` with ``changes`` and *replaced* method options (``TrainSpec.replace`` would merge them)."""
-    from harness.train.spec import TrainSpec
+    from harness.train.api import TrainSpec
 
     data = spec.to_dict()
     for key, value in changes.items():
@@ -352,7 +351,7 @@ class Tdro(Method):
         self._multipliers: np.ndarray | None = None
         self._multiplier_tensor = None
 
-    def resolve_options(self, options: dict[str, Any]) -> dict[str, Any]:
+    def resolve_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
         opts = super().resolve_options(options)
         if opts["transfer"] in ("top", "bottom"):
             selection_size(100, float(opts["percent"]))       # validates the range

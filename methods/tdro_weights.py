@@ -37,7 +37,7 @@ import numpy as np
 from harness.errors import ConfigError
 from harness.method import Method, register_method, thawed
 from harness.recipe import Preset, option, rebased
-from harness.train.stages import DataStage, Stage
+from harness.train.api import DataStage, Stage
 from methods.tdro import (
     STAGE1_DEFAULTS,
     STAGE1_FIXED,
@@ -120,7 +120,7 @@ class TdroWeights(Method):
 
     def stages(self, spec) -> list[Stage | DataStage]:
         """The uniform reference run (unless ``measure: proxy`` or a finished ``reference_model``)."""
-        from harness.train.spec import TrainSpec
+        from harness.train.api import TrainSpec
 
         opts = self.resolve_options(dict(spec.method_options))
         if opts["measure"] == "proxy" or opts["reference_model"]:
@@ -168,8 +168,7 @@ class TdroWeights(Method):
         """Per-sample losses of the frozen reference on the current micro-batch (no grad)."""
         import torch
 
-        from harness.train import distributed as D
-        from harness.train.encoding import encode_chunks
+        from harness.train.api import all_gather_nograd, encode_chunks
 
         if not self.reuse_tokens:
             return ctx.frozen_losses(self.frozen)
@@ -179,7 +178,7 @@ class TdroWeights(Method):
                                  autocast=ctx.autocast)
             p, _ = encode_chunks(self.frozen.model, feats["passage"], chunk, ctx.device, grad=False,
                                  autocast=ctx.autocast)
-            return ctx.per_sample_losses(q, p, gather=D.all_gather_nograd)
+            return ctx.per_sample_losses(q, p, gather=all_gather_nograd)
 
     def observe(self, out, ctx) -> None:
         proxy = out.losses.detach()
@@ -288,6 +287,6 @@ class TdroWeights(Method):
 
 
 def _append_eos(ctx) -> bool:
-    from harness.train.model import resolved_encoding
+    from harness.train.api import resolved_encoding
 
     return bool(resolved_encoding(ctx.spec)["append_eos"])

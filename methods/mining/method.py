@@ -53,7 +53,7 @@ from harness.errors import ConfigError
 from harness.method import Method, register_method
 from harness.recipe import option
 from harness.retrieval.pool import FUSIONS
-from harness.train.stages import DataStage, Prepared, Stage, StageResult
+from harness.train.api import DataStage, Prepared, Stage, StageResult
 from methods.mining.batches import WEIGHT_MODES, language_topic_batches, loss_weights
 from methods.mining.judge_spec import JUDGE_SPECS
 from methods.mining.selection import POS_AGGREGATES, STRATEGIES
@@ -62,7 +62,7 @@ from methods.uniform import Uniform
 
 if TYPE_CHECKING:
     from harness.data.collections import TrainingData, TrainingSource
-    from harness.train.spec import TrainSpec
+    from harness.train.api import TrainSpec
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +237,7 @@ class Mined(Method):
         self._position: dict[tuple[int, int], int] = {}
 
     # ------------------------------------------------------------------ options
-    def resolve_options(self, options: dict[str, Any]) -> dict[str, Any]:
+    def resolve_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
         opts = super().resolve_options(options)
         if not opts["retrievers"]:
             raise ConfigError("mined: option 'retrievers' must be a non-empty list of models (or 'bm25')")
@@ -467,7 +467,7 @@ class Mined(Method):
     def make_batch(self, examples: list[tuple[int, int]], ctx, micro_index: int):
         if ctx.options["batches"] != "language_topic":
             return super().make_batch(examples, ctx, micro_index)
-        from harness.train.batching import build_batch, tokenize_batch
+        from harness.train.api import build_batch, tokenize_batch
 
         size = len(examples)
         per_epoch = len(self._epoch(0, size, ctx.spec.seed))     # the same count every epoch

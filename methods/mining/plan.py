@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.train.plan import estimate_parameters, read_model_config
+from harness.train.api import estimate_parameters, read_model_config
 
 PEAK_TFLOPS, MFU = 989.0, 0.4
 SAMPLINGS = 4

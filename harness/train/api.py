@@ -1,0 +1,47 @@
+"""What a training method may touch: the narrow API between ``methods/`` and the trainer.
+
+A method (``harness.method.Method``) gets everything it needs through its hooks and this module; the
+trainer's internals (the loop, checkpoints, the optimizer step, samplers, schedules, the gradient cache)
+stay private to :mod:`harness.train`, so they can change without touching a method.  The import
+contract in ``pyproject.toml`` holds ``methods`` to it.
+
+What is here, by hook:
+
+* recipes and runs: :class:`TrainSpec`, :class:`Checkpoint`, ``FINAL_DIR`` (the trained model folder of a
+  run), the training log (``LOG_FILE``, :func:`read_log`), :func:`resolved_encoding` (pooling, normalisation
+  and EOS of a spec's model);
+* stages and composition: :class:`Stage`, :class:`DataStage`, :class:`StageResult`, :class:`Prepared`,
+  :class:`BaseLossOptions`;
+* per-micro-batch hooks: :class:`TrainContext` (per-sample InfoNCE and its candidates, frozen models,
+  per-group gradients, weight optimizers, sampler weights, collectives), :class:`EncodedBatch`,
+  :class:`LossOutput`, the batch types and builders (:class:`Batch`, :class:`TrainBatch`, :class:`ViewBatch`,
+  :func:`build_batch`, :func:`tokenize_batch`), :func:`reduce_losses`, :func:`encode_chunks`;
+* collectives with and without gradient: :func:`all_gather_with_grad`, :func:`all_gather_nograd`,
+  :func:`all_reduce_sum`, :func:`is_distributed`;
+* episodes: :func:`encode_texts` (the current model over many texts), :class:`AnceNegatives` (negatives
+  re-mined with the current model);
+* compute estimates: :func:`estimate_parameters`, :func:`read_model_config`.
+"""
+from __future__ import annotations
+
+from harness.train.batching import Batch, TrainBatch, ViewBatch, build_batch, tokenize_batch
+from harness.train.compose import BaseLossOptions
+from harness.train.context import EncodedBatch, LossOutput, TrainContext
+from harness.train.distributed import all_gather_nograd, all_gather_with_grad, all_reduce_sum, is_distributed
+from harness.train.encoding import encode_chunks
+from harness.train.episodes import encode_texts
+from harness.train.logs import LOG_FILE, read_log
+from harness.train.losses import reduce_losses
+from harness.train.model import resolved_encoding
+from harness.train.negatives import AnceNegatives
+from harness.train.plan import estimate_parameters, read_model_config
+from harness.train.result import Checkpoint
+from harness.train.spec import TrainSpec
+from harness.train.stages import DataStage, Prepared, Stage, StageResult
+from harness.train.trainer import FINAL_DIR
+
+__all__ = ["FINAL_DIR", "LOG_FILE", "AnceNegatives", "BaseLossOptions", "Batch", "Checkpoint", "DataStage",
+           "EncodedBatch", "LossOutput", "Prepared", "Stage", "StageResult", "TrainBatch", "TrainContext",
+           "TrainSpec", "ViewBatch", "all_gather_nograd", "all_gather_with_grad", "all_reduce_sum", "build_batch",
+           "encode_chunks", "encode_texts", "estimate_parameters", "is_distributed", "read_log", "read_model_config",
+           "reduce_losses", "resolved_encoding", "tokenize_batch"]
