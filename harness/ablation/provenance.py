@@ -80,7 +80,14 @@ def system_settings(suite: AblationSuite, system: System, scale: str) -> dict[st
         replicate = replicates(suite, system, scale)[0]
         spec = replicate_spec(suite, replicate, scale, model)   # the name: resolving would build a synthetic model
         preset_name = scale if scale in method.presets else next(iter(method.presets), scale)
-        preset = dict(method.presets.get(preset_name, {}))
+        declared = method.presets.get(preset_name, {})
+        preset = dict(declared)
+
+        def from_preset(key: str) -> str:
+            why = declared.source(key) if hasattr(declared, "source") else ""    # a recipe.Preset says why
+            return f"method {variant.method} preset {preset_name!r}" + (f" ({why})" if why else "")
+
+        option_sources = _option_sources(method)
         train_layers = [(("scales", scale, "train"), cfg.train), (where + ("train",), variant.train),
                         (at_scale + ("train",), own.get("train") or {})]
         defaults = TrainSpec()
@@ -91,7 +98,7 @@ def system_settings(suite: AblationSuite, system: System, scale: str) -> dict[st
             if system.sweep is not None and system.sweep.section == "train" and system.sweep.name == f.name:
                 source = suite.source(sweep_at) if sweep_at else source
             if source is None:
-                source = (f"method {variant.method} preset {preset_name!r}" if f.name in preset
+                source = (from_preset(f.name) if f.name in preset
                           else "TrainSpec default" if getattr(defaults, f.name) == getattr(spec, f.name)
                           else f"method {variant.method}")
             add(f"train.{f.name}", getattr(spec, f.name), source)
@@ -103,8 +110,9 @@ def system_settings(suite: AblationSuite, system: System, scale: str) -> dict[st
             if system.sweep is not None and system.sweep.section == "options" and system.sweep.name == name:
                 source = suite.source(sweep_at) if sweep_at else source
             if source is None:
-                source = (f"method {variant.method} preset {preset_name!r}" if name in preset_options
-                          else f"method {variant.method} default")
+                source = (from_preset("method_options") if name in preset_options
+                          else f"method {variant.method} default"
+                          + (f" ({option_sources[name]})" if option_sources.get(name) else ""))
             add(f"options.{name}", value, source)
         seeds = suite.seeds_for(variant, scale)
         if seeds is not None:
@@ -120,6 +128,19 @@ def system_settings(suite: AblationSuite, system: System, scale: str) -> dict[st
                   (at_scale, own.get("evaluation") or {})]
         add(f"evaluation.{key}", value, _layered(suite, layers, key))
     return out
+
+
+def _option_sources(method: Any) -> dict[str, str]:
+    """``{option: where its default comes from}`` of a method whose options are a typed declaration."""
+    declaration = getattr(method, "Options", None)
+    if not isinstance(declaration, type) or not dataclasses.is_dataclass(declaration):
+        return {}
+    from harness.recipe import option_infos
+
+    try:
+        return {info.name: info.source for info in option_infos(declaration)}
+    except TypeError:            # not declared with harness.recipe.option
+        return {}
 
 
 def settings_diff(suite: AblationSuite, scale: str) -> list[Difference]:
