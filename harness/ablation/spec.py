@@ -1,5 +1,9 @@
 """The ablation-suite file format (YAML), parsed and validated.
 
+The format's typed schema (one dataclass per section, ``table:`` layouts included) and the reader its
+type hints drive are :mod:`harness.ablation.schema`; this module turns a read file into an
+:class:`AblationSuite` and checks what spans sections (ids, the baseline, aggregates).
+
 A suite file (``suites/ablations/<name>.yaml``)::
 
     name: quickstart
