@@ -23,7 +23,12 @@ from harness.data.run import Run
 from harness.encoders.base import Encoder
 from harness.errors import ConfigError
 from harness.evaluation_result import EvaluationResult
+from harness.io.paths import MAX_COMPONENT_CHARS, child_of
 from harness.protocol import ProtocolCard
+from harness.retrieval.candidates import score_candidates
+from harness.retrieval.dense import dense_search
+from harness.retrieval.seismic import parse_backend
+from harness.retrieval.sparse import sparse_search
 from harness.store import StoredResult, load_result, write_result
 
 log = logging.getLogger("harness.pipeline")
@@ -53,7 +58,7 @@ class ModelSpec:
         """A term-weight model (its encoder's kind, or a sparse alias/folder): retrieved by the sparse path."""
         if self.encoder is not None:
             return getattr(self.encoder, "kind", "dense") == "sparse"
-        from harness.encoders.sparse import is_sparse_model
+        from harness.encoders.sparse import is_sparse_model  # lazy (start-up speed): imports torch, tqdm
 
         return not self.is_lexical and is_sparse_model(self.name)
 
@@ -62,8 +67,8 @@ def build_encoder(spec: ModelSpec, card: ProtocolCard) -> Encoder:
     """Instantiate the dense encoder, applying protocol prompts/lengths when the card sets them."""
     if spec.encoder is not None:
         return spec.encoder
-    from harness.encoders.hf import load_encoder
-    from harness.encoders.sparse import load_sparse_encoder
+    from harness.encoders.hf import load_encoder  # lazy (start-up speed): imports torch, tqdm
+    from harness.encoders.sparse import load_sparse_encoder  # lazy (start-up speed): imports torch, tqdm
 
     kwargs: dict[str, Any] = dict(spec.overrides or {})
     if card.query_prompt:
@@ -92,7 +97,7 @@ def retrieve(spec: ModelSpec, loaded: LoadedBenchmark, *, cache_dir: str | Path 
     timings = timings if timings is not None else {}
     start = time.perf_counter()
     if spec.is_lexical:
-        from harness.retrieval.bm25 import bm25_search
+        from harness.retrieval.bm25 import bm25_search  # lazy (start-up speed): imports tqdm
 
         index_dir = Path(cache_dir) / "bm25" if cache_dir else None
         run = bm25_search(ds.corpus, ds.queries, k=card.top_k, k1=spec.bm25_k1, b=spec.bm25_b,
@@ -101,18 +106,14 @@ def retrieve(spec: ModelSpec, loaded: LoadedBenchmark, *, cache_dir: str | Path 
                                     "analyzer": card.bm25_language, "fields": "title + ' ' + text"}
     elif loaded.meta.get("candidates"):
         # Reranking protocols (C-MTEB reranking): score exactly each query's candidate list.
-        from harness.retrieval.candidates import score_candidates
 
         encoder = build_encoder(spec, card)
         identity = {**encoder.identity(), "index": "candidates"}
         run = score_candidates(encoder, loaded)
     elif spec.is_sparse:
-        from harness.retrieval.sparse import sparse_search
-
         encoder = build_encoder(spec, card)
         run, info = sparse_search(encoder, ds.corpus, ds.queries, k=card.top_k, backend=spec.sparse_backend,
                                   quantization=spec.quantization, cache_dir=cache_dir, progress=progress)
-        from harness.retrieval.seismic import parse_backend
 
         identity = {**encoder.identity(), "index": spec.sparse_backend}
         if parse_backend(spec.sparse_backend)[0] == "lucene-impact":   # the only backend that quantises
@@ -120,8 +121,6 @@ def retrieve(spec: ModelSpec, loaded: LoadedBenchmark, *, cache_dir: str | Path 
         if details is not None:
             details["sparse"] = info
     else:
-        from harness.retrieval.dense import dense_search
-
         encoder = build_encoder(spec, card)
         identity = dict(encoder.identity())
         identity["index"] = spec.index
@@ -176,8 +175,6 @@ def _slug(name: str) -> str:
 def default_out_dir(results_root: str | Path, loaded: LoadedBenchmark, spec: ModelSpec) -> Path:
     """``<results root>/<suite>/<dataset>/<model>``, each part one safe folder name (a model or dataset
     named ``..``, ``.hidden`` or in another script never leads elsewhere)."""
-    from harness.io.paths import MAX_COMPONENT_CHARS, child_of
-
     def folder(name: str) -> str:
         text = "".join(c if c.isascii() else "-" for c in _slug(name)).lstrip(".-")
         return text[:MAX_COMPONENT_CHARS].strip("-") or "model"

@@ -18,8 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from harness.ablation.paths import cell_result_dir, read_summary, report_dir
+from harness.ablation.resolve import resolve_option_value
 from harness.ablation.spec import AblationSuite, Checkpoints, Sweep, Variant
 from harness.errors import ConfigError
+from harness.store import is_result_dir, load_result
+from reports.table import RANKED_KINDS, Cell, format_number, round_display
 
 _SAFE = re.compile(r"[A-Za-z0-9._+-]+")
 
@@ -123,8 +127,6 @@ def expand_rows(suite: AblationSuite, variant_ids: list[str]) -> list[System]:
 
 def apply_axes(overrides: dict[str, Any], replicate: Replicate) -> dict[str, Any]:
     """TrainSpec overrides of one replicate: the variant's, then its sweep value, then its seed."""
-    from harness.ablation.resolve import resolve_option_value
-
     out = dict(overrides)
     system = replicate.system
     sweep = system.sweep
@@ -165,6 +167,7 @@ def replicate_table(table: Any, replicated: dict[str, dict[str, list[Any]]], met
     mean, set explicitly since a ``±`` cell is text), and a note states the test used."""
     import dataclasses as dc
 
+    # lazy (start-up speed): imports scipy
     from harness.stats.replicates import (
         REPLICATE_TEST_NOTE,
         aggregate_replicate_means,
@@ -218,8 +221,6 @@ class FinishedSuite:
     """The stored results of a finished suite at one scale, by system, replicate and checkpoint."""
 
     def __init__(self, suite: AblationSuite, scale: str, results_root: Any):
-        from harness.ablation.paths import read_summary
-
         self.suite, self.scale, self.root = suite, scale, results_root
         self.config = suite.scale(scale)
         self.summary = read_summary(suite, scale, results_root)
@@ -228,9 +229,6 @@ class FinishedSuite:
 
     def stored(self, cell_id: str, bench: str) -> Any:
         """The stored result of one evaluated model (``<replicate>`` or ``<replicate>@step=<n>``)."""
-        from harness.ablation.paths import cell_result_dir, report_dir
-        from harness.store import is_result_dir, load_result
-
         if (cell_id, bench) not in self._cache:
             path = cell_result_dir(report_dir(self.root, self.suite.name, self.scale), cell_id, bench)
             if not is_result_dir(path):
@@ -247,7 +245,7 @@ class FinishedSuite:
 
     def evaluation(self, system: System, bench: str, step: int | None = None) -> Any:
         """The system's result on ``bench``: the run itself, or the per-query mean of its replicates."""
-        from harness.stats.replicates import average_replicates
+        from harness.stats.replicates import average_replicates  # lazy (start-up speed): imports scipy
 
         runs = self.runs(system, bench, step)
         return runs[0] if len(runs) == 1 else average_replicates(runs, what=f"{system.id} on {bench}")
@@ -270,6 +268,7 @@ class FinishedSuite:
     def value(self, system: System, benchmark: str, metric: str, step: int | None = None
               ) -> tuple[float, float, np.ndarray]:
         """``(mean, sd over replicates or NaN, each replicate's value)`` of a column for one system."""
+        # lazy (start-up speed): imports scipy
         from harness.stats.replicates import leaf_weights, replicate_means, replicate_spread
 
         leaves, aggregates = self.columns(benchmark)
@@ -282,7 +281,7 @@ class FinishedSuite:
     def ci(self, system: System, benchmark: str, metric: str, step: int | None = None,
            level: float = 0.95) -> tuple[float, float, float]:
         """``(mean, low, high)``: bootstrap CI of the column's mean from the (seed-averaged) per-query scores."""
-        from harness.stats.replicates import leaf_weights, weighted_mean_ci
+        from harness.stats.replicates import leaf_weights, weighted_mean_ci  # lazy (start-up speed): imports scipy
 
         leaves, aggregates = self.columns(benchmark)
         weights = leaf_weights(benchmark, aggregates)
@@ -301,8 +300,6 @@ def value_cell(mean: float, sd: float, table_scale: float, places: int, **kwargs
     shown at the table's ``table_scale`` and ``places`` decimals; ``kwargs`` go to the Cell."""
     import math
 
-    from reports.table import Cell, format_number
-
     if math.isnan(sd):
         return Cell(mean, **kwargs)
     return Cell(f"{format_number(mean, table_scale, places)} ± {format_number(sd, table_scale, places)}", **kwargs)
@@ -312,8 +309,6 @@ def bold_by_value(table: Any, means: dict[tuple[int, str], float], along: str = 
     """Best values bold by the displayed mean (``means[(row index, column key)]``), set explicitly so that
     text cells (``mean ± sd``) take part; ``along="row"`` ranks along a row (systems as columns)."""
     import dataclasses as dc
-
-    from reports.table import RANKED_KINDS, round_display
 
     flags: dict[tuple[int, str], bool] = {}
     groups: dict[Any, list[tuple[tuple[int, str], Any]]] = {}

@@ -14,6 +14,7 @@ from typing import Any
 from harness.ablation.axes import Replicate, apply_axes, keep_checkpoints, suite_replicates
 from harness.ablation.resolve import require_resolved, resolve_data_entry, resolve_model, resolve_option_value
 from harness.ablation.spec import NO_TRAINING, AblationSuite, BenchmarkRef, Variant
+from harness.data.collections import load_training_data
 from harness.errors import ConfigError
 from harness.keys import content_key
 from harness.method import get_method, train_run_config
@@ -115,8 +116,6 @@ def expand_train_cells(suite: AblationSuite, scale: str, load_data: bool = True)
     entries = [resolve_data_entry(e) for e in cfg.data]
     data_fp = None
     if load_data:
-        from harness.data.collections import load_training_data
-
         require_resolved(entries, f"suite {suite.name!r} scale {scale!r}: training data")
         data_fp = load_training_data(entries).fingerprint()
     cells = []

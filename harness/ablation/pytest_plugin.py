@@ -14,6 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.ablation.axes import suite_replicates
+from harness.ablation.runner import SuiteRun
+from harness.ablation.spec import list_suite_files, load_suite
+
 _RUNS: dict[tuple[str, str], object] = {}
 
 
@@ -28,8 +32,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _suite_files() -> dict[str, Path]:
-    from harness.ablation.spec import list_suite_files
-
     return list_suite_files()
 
 
@@ -40,8 +42,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _params(config: pytest.Config, kind: str) -> list:
-    from harness.ablation.spec import load_suite
-
     scale = config.getoption("--scale")
     params = []
     for name, path in _suite_files().items():
@@ -51,7 +51,6 @@ def _params(config: pytest.Config, kind: str) -> list:
         marks = [pytest.mark.ablation, pytest.mark.slow, getattr(pytest.mark, name)]
         if kind == "cell":
             # one item per training run: a variant, or each sweep point and seed of it (harness.ablation.axes)
-            from harness.ablation.axes import suite_replicates
 
             params += [pytest.param((name, r.id), marks=marks, id=f"{name}-{scale}-{r.id}")
                        for r in suite_replicates(suite, scale)]
@@ -69,9 +68,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def suite_run(config: pytest.Config, name: str):
     """The (session-cached) runner of suite ``name`` at the chosen scale."""
-    from harness.ablation.runner import SuiteRun
-    from harness.ablation.spec import load_suite
-
     scale = config.getoption("--scale")
     key = (name, scale)
     if key not in _RUNS:

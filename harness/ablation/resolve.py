@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
+from harness.synthetic import world_dir
 from harness.synthetic.refs import SYNTHETIC_PREFIX, TINY_MODEL_KINDS, resolve_synthetic_model  # noqa: F401
 from harness.synthetic.refs import world_spec as _world_spec
 
@@ -30,8 +31,6 @@ def shared_root() -> Path:
 
 
 def synthetic_world(preset: str) -> Path:
-    from harness.synthetic import world_dir
-
     return world_dir(_world_spec(preset), 0)
 
 

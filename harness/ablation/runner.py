@@ -27,14 +27,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.ablation.axes import baseline_system, replicate_table, suite_systems
 from harness.ablation.benchmarks import load_benchmark_ref
 from harness.ablation.cells import EvalCell, TrainCell, expand_eval_cells, expand_train_cells, shard_filter
+from harness.ablation.html_report import write_runner_html
+from harness.ablation.layout import LayoutColumn, TableLayout, layout_kind
 from harness.ablation.paths import cell_result_dir, eval_cell_dir, report_dir, train_cell_dir
+from harness.ablation.resolve import require_resolved
 from harness.ablation.spec import AblationSuite, encoding_kwargs
 from harness.ablation.validate import validate_plan
 from harness.benchmark import LoadedBenchmark
+from harness.data.collections import load_training_data
 from harness.errors import ConfigError
-from harness.io import atomic_write_json, atomic_write_text
+from harness.io import atomic_dir, atomic_write_json, atomic_write_text
 from harness.io.claims import claim
 from harness.io.results_layout import (
     COMPARISONS_FILE,
@@ -45,8 +50,14 @@ from harness.io.results_layout import (
     TRAIN_DONE_FILE,
 )
 from harness.io.stale import sweep_stale_temps
+from harness.method import get_method
+from harness.pipeline import ModelSpec, evaluate_model
 from harness.protocol import assert_comparable
-from harness.store import is_result_dir, load_result
+from harness.retrieval.seismic import parse_backend
+from harness.store import MANIFEST_FILE, METRICS_FILE, PER_QUERY_FILE, RESULT_FILES, is_result_dir, load_result
+from harness.train.result import Checkpoint
+from reports.latex import render_latex
+from reports.markdown import render_markdown
 
 log = logging.getLogger("harness.ablation")
 
@@ -133,7 +144,6 @@ class SuiteRun:
         """Train one cell (or load its finished checkpoint); None for untrained variants."""
         if not cell.trains:
             return None
-        from harness.train.result import Checkpoint
 
         workdir = self.train_dir(cell)
         sweep_stale_temps(workdir.parent, workdir.name)
@@ -151,9 +161,6 @@ class SuiteRun:
         if self.config.dry_run_only and not _has_gpu():
             raise ConfigError(f"scale {self.scale!r} of suite {self.suite.name!r} is a GPU configuration: "
                               "use --dry-run here, or run it on GPUs with accelerate launch")
-        from harness.ablation.resolve import require_resolved
-        from harness.data.collections import load_training_data
-        from harness.method import get_method
 
         require_resolved(cell.data_entries, f"cell {cell.variant.id}: training data")
 
@@ -178,15 +185,11 @@ class SuiteRun:
         return out
 
     def _evaluate_claimed(self, cell: EvalCell, out: Path, ckpt) -> None:
-        from harness.pipeline import ModelSpec, evaluate_model
-
         tc = cell.train
         settings = tc.evaluation
         sparse = {k: settings[k] for k in ("sparse_backend", "quantization") if k in settings}
         encoding = encoding_kwargs(settings.get("encoding") or {})
         if tc.trains:
-            from harness.method import get_method
-
             ckpt = ckpt or self.train(tc)
             if cell.step is not None:
                 ckpt = self.checkpoint_at(tc, ckpt, cell.step)
@@ -216,6 +219,7 @@ class SuiteRun:
         """The finished run's intermediate checkpoint of ``step`` as a Checkpoint an encoder loads."""
         import dataclasses
 
+        # lazy (start-up speed): imports torch, tqdm
         from harness.train.checkpoint import CHECKPOINT_DIR, MODEL_DIR, checkpoint_name
 
         folder = self.train_dir(cell) / CHECKPOINT_DIR / checkpoint_name(step)
@@ -241,8 +245,6 @@ class SuiteRun:
         pending = self.pending()
         if pending:
             return SuiteOutcome(self.suite.name, self.scale, self.report_dir, False, pending=pending)
-        from reports.latex import render_latex
-        from reports.markdown import render_markdown
 
         report, results = self._compare()
         table = self._table(report)
@@ -259,7 +261,6 @@ class SuiteRun:
             if sections:
                 markdown = "\n".join([markdown, *sections])
                 atomic_write_text(self.report_dir / TABLE_MD, markdown)
-            from harness.ablation.html_report import write_runner_html
 
             write_runner_html(self)     # html/ next to table.md; a failure is logged as an error, tables stand
         return SuiteOutcome(self.suite.name, self.scale, self.report_dir, True, markdown, latex, summary)
@@ -268,10 +269,7 @@ class SuiteRun:
         """The ``sweep`` and ``curve`` layouts of a suite with those axes, over its aggregates (else every
         benchmark) and metrics: ``sweep.md``/``curve.md`` and their ``.tex``, plots as PNG and PDF; returns the
         Markdown sections appended to ``table.md`` (none for a suite without axes)."""
-        from harness.ablation.layout import LayoutColumn, TableLayout, layout_kind
-        from reports.latex import render_latex
-        from reports.markdown import render_markdown
-        from reports.plots import save_figure
+        from reports.plots import save_figure  # lazy (start-up speed): imports PIL, matplotlib
 
         cfg = self.config
         targets = list(cfg.aggregates) or [b.id for b in cfg.benchmarks]
@@ -300,9 +298,6 @@ class SuiteRun:
         import os
         import shutil
 
-        from harness.io import atomic_dir
-        from harness.store import MANIFEST_FILE, METRICS_FILE, PER_QUERY_FILE, RESULT_FILES, is_result_dir
-
         for cell in self.eval_cells:
             source = self.eval_dir(cell)
             with atomic_dir(cell_result_dir(self.report_dir, cell.id, cell.benchmark.id),
@@ -314,9 +309,8 @@ class SuiteRun:
                         shutil.copy2(source / name, tmp / name)
 
     def _compare(self):
-        from harness.ablation.axes import baseline_system, suite_systems
-        from harness.stats import compare_suite
-        from harness.stats.replicates import average_replicates
+        from harness.stats import compare_suite  # lazy (start-up speed): imports scipy
+        from harness.stats.replicates import average_replicates  # lazy (start-up speed): imports scipy
 
         stats = dict(self.suite.stats)
         systems = suite_systems(self.suite)
@@ -355,8 +349,7 @@ class SuiteRun:
         return report, results
 
     def _table(self, report):
-        from harness.ablation.axes import baseline_system, replicate_table
-        from reports.comparison import comparison_table
+        from reports.comparison import comparison_table  # lazy (start-up speed): imports scipy
 
         caption = f"Ablation suite '{self.suite.name}' (scale {self.scale}): variants vs baseline " \
                   f"'{baseline_system(self.suite).label}'; deltas in parentheses."
@@ -391,8 +384,7 @@ def evaluation_card_fields(settings: dict[str, Any]) -> dict[str, Any]:
     """Protocol-card ``extra`` fields of evaluation settings that change numbers (defaults add none, so default
     cards keep their fingerprints): a non-fp32 dtype or the int8 backend, a sparse backend other than exact,
     the impact quantisation of lucene-impact."""
-    from harness.encoders.hf import encoding_card_fields
-    from harness.retrieval.seismic import parse_backend
+    from harness.encoders.hf import encoding_card_fields  # lazy (start-up speed): imports torch, tqdm
 
     extra = encoding_card_fields(encoding_kwargs(settings.get("encoding") or {}))
     backend = settings.get("sparse_backend")

@@ -62,6 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_checks(args: argparse.Namespace) -> int:
+    # lazy (start-up speed): imports numpy, yaml
     from harness.regression import check_entry, exit_status, expected_dir, format_results, load_all
 
     entries = load_all(args.expected_dir, suite=args.suite, ident=args.entry_id)
@@ -91,7 +92,7 @@ def _tolerances(items: list[str]) -> dict[str, float]:
 
 
 def run_record(args: argparse.Namespace) -> int:
-    from harness.regression import record
+    from harness.regression import record  # lazy (start-up speed): imports numpy, yaml
 
     command = shlex.split(args.record_command) if args.record_command else None
     if command and command[0] == "harness":

@@ -18,6 +18,10 @@ from pathlib import Path
 
 from harness.cli._types import non_negative_int, open_fraction, positive_int
 from harness.errors import ConfigError
+from harness.io import atomic_write, check_new_file
+from harness.protocol import assert_comparable
+from reports.latex import render_latex
+from reports.markdown import render_markdown
 
 _RUN_SUFFIXES = (".gz", ".trec", ".txt", ".run", ".tsv", ".res")
 
@@ -105,8 +109,8 @@ def _run_name(path: Path) -> str:
 
 
 def _evaluate_runs(args: argparse.Namespace) -> tuple[dict, list[str]]:
-    from harness.data import read_qrels, read_run
-    from harness.metrics import evaluate, parse_metrics
+    from harness.data import read_qrels, read_run  # lazy (start-up speed): imports numpy
+    from harness.metrics import evaluate, parse_metrics  # lazy (start-up speed): imports numpy
 
     if args.qrels is None:
         raise ConfigError("--run needs --qrels")
@@ -127,7 +131,7 @@ def _evaluate_runs(args: argparse.Namespace) -> tuple[dict, list[str]]:
 def _metric_name(name: str, available: set[str]) -> str:
     if name in available:
         return name
-    from harness.metrics import parse_metric
+    from harness.metrics import parse_metric  # lazy (start-up speed): imports numpy
 
     try:
         return str(parse_metric(name))
@@ -137,8 +141,7 @@ def _metric_name(name: str, available: set[str]) -> str:
 
 def _load_results(args: argparse.Namespace) -> tuple[dict, list[str]]:
     """Stored results grouped by their card's dataset: ``{dataset: {system: EvaluationResult}}``."""
-    from harness.protocol import assert_comparable
-    from harness.store import load_result
+    from harness.store import load_result  # lazy (start-up speed): imports numpy
 
     if args.qrels is not None:
         raise ConfigError("--qrels is for --run; stored results carry their own per-query values")
@@ -182,21 +185,19 @@ def _aggregates(specs: list[str], datasets: list[str]) -> dict[str, list[str]]:
         elif spec == "all":
             out["Avg"] = list(datasets)
         else:
-            from suites.groupings import group
+            from suites.groupings import group  # lazy (start-up speed): imports numpy
 
             out[spec] = list(group(spec))
     return out
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.stats import StatsOptions, compare_suite
-    from harness.stats.suite import SuiteResults
+    from harness.stats import StatsOptions, compare_suite  # lazy (start-up speed): imports numpy, scipy
+    from harness.stats.suite import SuiteResults  # lazy (start-up speed): imports numpy, scipy
 
     if len(args.runs or args.results) < 2:
         raise ConfigError("give the baseline and at least one more run/result to compare")
     if args.output:
-        from harness.io import check_new_file
-
         check_new_file(args.output, args.overwrite)      # before any scoring
     if args.runs:
         runs, metrics = _evaluate_runs(args)
@@ -215,15 +216,11 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         text = json.dumps(report.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     else:
-        from reports.comparison import comparison_table
-        from reports.latex import render_latex
-        from reports.markdown import render_markdown
+        from reports.comparison import comparison_table  # lazy (start-up speed): imports numpy, scipy
 
         table = comparison_table(report, caption=args.caption, label=args.label, decimals=args.decimals)
         text = (render_markdown(table) if args.format == "markdown" else render_latex(table)).rstrip("\n") + "\n"
     if args.output:
-        from harness.io import atomic_write
-
         with atomic_write(args.output) as handle:
             handle.write(text)
     else:

@@ -18,6 +18,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.errors import ConfigError
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("data", help="dataset statistics and downloads",
@@ -56,15 +58,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def suite_help(default: str) -> str:
     """``--suite`` help built from the suite registry (built-ins and installed plug-ins)."""
-    from harness.benchmark import list_suites
+    from harness.benchmark import list_suites  # lazy (start-up speed): imports numpy
 
     return f"benchmark suite: {', '.join(list_suites())}, or package.module:Class ({default})"
 
 
 def parse_option_items(items: list[str]) -> dict[str, str]:
     """``KEY=VALUE`` strings -> {key: value}; the suite's option schema converts the values."""
-    from harness.errors import ConfigError
-
     options: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -75,7 +75,7 @@ def parse_option_items(items: list[str]) -> dict[str, str]:
 
 
 def stats_report(args: argparse.Namespace) -> dict[str, Any]:
-    from harness.benchmark import get_suite
+    from harness.benchmark import get_suite  # lazy (start-up speed): imports numpy
 
     suite = get_suite(args.suite)
     raw = parse_option_items(args.option)
@@ -111,7 +111,7 @@ def _print_block(title: str, values: dict[str, Any]) -> None:
 
 
 def run_download(args: argparse.Namespace) -> int:
-    from suites.download import download_dataset
+    from suites.download import download_dataset  # lazy (start-up speed): imports numpy
 
     path = download_dataset(args.suite, args.dataset, cache=args.cache, base_url=args.base_url, force=args.force,
                             with_corpus=args.with_corpus)

@@ -15,6 +15,9 @@ from dataclasses import asdict, dataclass
 from importlib import metadata
 from typing import Any
 
+from harness.errors import ConfigError
+from harness.retrieval import java
+
 
 @dataclass
 class Check:
@@ -79,7 +82,7 @@ def cuda_checks() -> list[Check]:
 def faiss_check() -> Check:
     version = _version("faiss-cpu") or _version("faiss-gpu-cu12") or _version("faiss-gpu")
     try:
-        from harness.retrieval.dense import gpu_count
+        from harness.retrieval.dense import gpu_count  # lazy: optional extra (ImportError handled below)
 
         gpus = gpu_count()
     except ImportError as exc:
@@ -94,11 +97,8 @@ def faiss_check() -> Check:
 
 
 def java_check() -> Check:
-    from harness.errors import ConfigError
-    from harness.retrieval.java import find_java_runtime
-
     try:
-        rt = find_java_runtime()
+        rt = java.find_java_runtime()   # looked up at call time (tests replace it)
     except ConfigError as exc:
         return Check("java", False, "no Java 21+", "BM25 and Lucene impact search (Pyserini)", str(exc))
     return Check("java", True, f"Java {rt.major} from {rt.source} ({rt.home})",
@@ -130,8 +130,7 @@ def threads_check() -> Check:
 
 def devices_check(devices: str) -> Check:
     """The devices a multi-device encoding would use (``--devices``), or why they cannot be used."""
-    from harness.encoders.devices import describe_devices, parse_devices
-    from harness.errors import ConfigError
+    from harness.encoders.devices import describe_devices, parse_devices  # lazy (start-up speed): imports numpy
 
     needed_for = "corpus encoding with one worker process per device (harness eval --devices, encoding: devices)"
     try:

@@ -8,10 +8,19 @@ import os
 import sys
 from pathlib import Path
 
+from harness import pipeline
 from harness.cli._types import positive_int
+from harness.cli.data import suite_help
+from harness.encoders.devices import check_devices, parse_devices
+from harness.errors import ConfigError
+from harness.io import OutputExistsError
+from harness.io.stale import sweep_stale_temps
+from harness.pipeline import LEXICAL_MODELS, ModelSpec, default_out_dir, load_benchmark
 from harness.protocol import BM25_TIES
 from harness.retrieval.impact import QUANTIZATIONS
 from harness.retrieval.sparse import BACKENDS as SPARSE_BACKENDS
+from harness.retrieval.sparse import check_backend
+from harness.store import check_output_dir
 
 DEFAULT_METRICS = ("ndcg@10", "recall@100", "mrr@10", "map", "p@10", "success@10")
 BM25_K1, BM25_B = 0.9, 0.4
@@ -36,7 +45,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--model", required=True, help="'bm25', an alias ('minilm'), a local model path or a hub id")
     p.add_argument("--dataset-dir", required=True, type=Path, help="dataset folder")
-    from harness.cli.data import suite_help
 
     p.add_argument("--suite", default=None,
                    help=suite_help("default: generic BEIR-layout protocol with the default metrics"))
@@ -101,11 +109,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.io import OutputExistsError
-    from harness.io.stale import sweep_stale_temps
-    from harness.pipeline import LEXICAL_MODELS, ModelSpec, default_out_dir, evaluate_model, load_benchmark
-    from harness.store import check_output_dir
-
     options = {"split": args.split, "dataset": args.dataset}
     if args.language:
         options["language"] = args.language
@@ -153,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         raise OutputExistsError(f"{exc}, or --out DIR (or --results-root DIR) to store this result elsewhere "
                                 f"({out} is the default location of this model on this dataset)") from None
     cache = args.cache_dir or os.environ.get("HARNESS_CACHE")
-    result = evaluate_model(spec, loaded, out, cache_dir=cache)
+    result = pipeline.evaluate_model(spec, loaded, out, cache_dir=cache)   # looked up at call time (tests replace it)
 
     if args.format == "json":
         print(json.dumps({"metrics": result.metrics, "result_dir": str(out), "card": result.card.to_dict()},
@@ -166,9 +169,6 @@ def run(args: argparse.Namespace) -> int:
 def sparse_backend(text: str) -> str:
     """``--sparse-backend`` checked as the pipeline will use it (harness.retrieval.sparse.check_backend):
     a known backend, seismic's inline options valid and its extra installed, before any compute."""
-    from harness.errors import ConfigError
-    from harness.retrieval.sparse import check_backend
-
     try:
         check_backend(text)
     except ConfigError as exc:
@@ -195,7 +195,7 @@ def warn_ignored_options(args: argparse.Namespace, lexical: bool, sparse: bool =
 def encoding_overrides(args: argparse.Namespace) -> dict:
     """HFEncoder keyword overrides from ``--dtype``, ``--backend``, ``--shard-size`` and ``--devices`` (given
     ones only)."""
-    from harness.encoders.hf import encoding_options
+    from harness.encoders.hf import encoding_options  # lazy (start-up speed): imports torch, tqdm
 
     return encoding_options({"dtype": getattr(args, "dtype", None), "backend": getattr(args, "backend", None),
                              "shard_size": getattr(args, "shard_size", None),
@@ -204,9 +204,6 @@ def encoding_overrides(args: argparse.Namespace) -> dict:
 
 def devices_list(text: str) -> tuple[str, ...]:
     """``--devices`` checked before any compute: known spellings, and every CUDA device present."""
-    from harness.encoders.devices import check_devices, parse_devices
-    from harness.errors import ConfigError
-
     try:
         return check_devices(parse_devices(text))
     except ConfigError as exc:
@@ -214,15 +211,13 @@ def devices_list(text: str) -> tuple[str, ...]:
 
 
 def encoding_card_fields(encoding: dict) -> dict:
-    from harness.encoders.hf import encoding_card_fields as fields
+    from harness.encoders.hf import encoding_card_fields as fields  # lazy (start-up speed): imports torch, tqdm
 
     return fields(encoding)
 
 
 def _parse_options(items: list[str]) -> dict:
     import yaml
-
-    from harness.errors import ConfigError
 
     options = {}
     for item in items:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from harness.errors import ConfigError
+from harness.io import atomic_write, check_new_file
 
 FORMATS = ("csv", "parquet")
 
@@ -68,8 +69,6 @@ def output_format(fmt: str | None, output: Path | None) -> str:
 
 def write_frame(frame, fmt: str, output: Path | None) -> None:
     """Write ``frame`` as CSV or Parquet to ``output`` atomically (CSV to stdout when ``output`` is None)."""
-    from harness.io import atomic_write
-
     if output is None:
         frame.to_csv(sys.stdout, index=False, lineterminator="\n")
         return
@@ -82,17 +81,15 @@ def write_frame(frame, fmt: str, output: Path | None) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from harness.io import check_new_file
-
     fmt = output_format(args.format, args.output)
     if args.output is not None:
         check_new_file(args.output, args.overwrite)     # before reading any result
     if args.export_kind == "suite":
-        from harness.ablation.frames import suite_frame
+        from harness.ablation.frames import suite_frame  # lazy (start-up speed): imports numpy
 
         frame = suite_frame(args.suite, args.scale, args.results_root, per_query=args.per_query)
     else:
-        from harness.frames import results_frame
+        from harness.frames import results_frame  # lazy (start-up speed): imports numpy
 
         frame = results_frame(args.folder, per_query=args.per_query)
     write_frame(frame, fmt, args.output)

@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli._types import positive_int
+from harness.cli.data import suite_help
 from harness.errors import ConfigError
+from harness.io import check_replaceable
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +52,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write the corpus of --dataset-dir as a JsonVectorCollection here (docs.jsonl, "
                         "queries.jsonl, export.json)")
     p.add_argument("--dataset-dir", type=Path, default=None, help="dataset folder to encode (with --jsonvector)")
-    from harness.cli.data import suite_help
 
     p.add_argument("--suite", default=None, help=suite_help("default: the BEIR layout"))
     p.add_argument("--split", default=None, help="qrels split whose queries are exported (default: the suite's)")
@@ -71,8 +72,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _check_plan(args: argparse.Namespace) -> None:
     """Every refusal that needs no model: before any loading or encoding."""
-    from harness.io import check_replaceable
-
     if args.st_out is None and args.jsonvector_out is None:
         raise ConfigError("nothing to export: give --sentence-transformers DIR and/or --jsonvector DIR")
     if args.jsonvector_out is None:
@@ -94,19 +93,20 @@ def _check_plan(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.encoders.sparse import is_sparse_model
+    from harness.encoders.sparse import is_sparse_model  # lazy (start-up speed): imports numpy, torch, tqdm
 
     _check_plan(args)
     if not is_sparse_model(args.model):
         raise ConfigError(f"model {args.model!r} is not a sparse (SPLADE) model: no sparse alias, "
                           "harness_encoder.json with max/sum pooling, or sentence-transformers SpladePooling")
     # The SPLADE plug-in's writers (application layer: this command may import plug-ins).
+    # lazy (start-up speed): imports numpy, torch, tqdm
     from methods.splade_export import export_json_vector_collection, export_sparse_encoder
 
     report: dict[str, Any] = {"model": args.model}
     loaded = None
     if args.jsonvector_out is not None:
-        from harness.pipeline import load_benchmark
+        from harness.pipeline import load_benchmark  # lazy (start-up speed): imports numpy
 
         loaded = load_benchmark(args.dataset_dir, args.suite, split=args.split)   # bad data: before any export
     if args.st_out is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 
+from harness.recipe import describe_options, option_infos
 from harness.registry import Registry
 
 KINDS = ("methods", "suites", "metrics")
@@ -30,12 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def registry(kind: str) -> Registry:
     # Imported here: listing metrics must not import the method registry's dependencies, and so on.
     if kind == "methods":
-        from harness.method import METHODS
+        from harness.method import METHODS  # lazy (start-up speed): imports numpy
         return METHODS
     if kind == "suites":
-        from harness.benchmark import SUITES
+        from harness.benchmark import SUITES  # lazy (start-up speed): imports numpy
         return SUITES
-    from harness.metrics import METRICS
+    from harness.metrics import METRICS  # lazy (start-up speed): imports numpy
     return METRICS
 
 
@@ -54,8 +55,6 @@ def lines(kind: str, with_options: bool = False) -> list[str]:
 
 def _option_lines(kind: str, obj) -> list[str]:
     if kind == "methods":
-        from harness.recipe import describe_options
-
         return describe_options(obj)
     if kind == "suites":
         return [option.describe() for option in obj.options]
@@ -71,8 +70,6 @@ def records(kind: str, with_options: bool = False) -> list[dict[str, object]]:
     for name, description in items:
         record: dict[str, object] = {"name": name, "description": description}
         if with_options and kind == "methods":
-            from harness.recipe import option_infos
-
             method = reg.get(name)
             record["options"] = [info.as_dict() for info in option_infos(method.Options)]
             record["presets"] = {scale: {key: {"value": _plain(preset[key]), "source": _source(preset, key)}

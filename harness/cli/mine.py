@@ -29,9 +29,9 @@ def _fraction(text: str) -> float:
 
 
 def register(subparsers) -> None:
-    from methods.mining.judge_spec import JUDGE_SPECS
-    from methods.mining.selection import STRATEGIES
-    from methods.mining.votes import FILTER_MODES
+    from methods.mining.judge_spec import JUDGE_SPECS  # lazy (start-up speed): imports numpy
+    from methods.mining.selection import STRATEGIES  # lazy (start-up speed): imports numpy
+    from methods.mining.votes import FILTER_MODES  # lazy (start-up speed): imports numpy
 
     p = subparsers.add_parser("mine", help="mine hard negatives for training rows",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -78,14 +78,14 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from harness.data.beir import read_corpus
-    from harness.data.training import read_training_rows
-    from harness.encoders.cache import cache_root
-    from harness.retrieval.pool import CandidatePool, named_sources
-    from methods.mining.judge_cache import VoteCache
-    from methods.mining.judge_filter import JudgeFilter
-    from methods.mining.judge_spec import make_judge
-    from methods.mining.rows import MiningSettings, mine_rows
+    from harness.data.beir import read_corpus  # lazy (start-up speed): imports numpy
+    from harness.data.training import read_training_rows  # lazy (start-up speed): imports numpy
+    from harness.encoders.cache import cache_root  # lazy (start-up speed): imports numpy
+    from harness.retrieval.pool import CandidatePool, named_sources  # lazy (start-up speed): imports numpy
+    from methods.mining.judge_cache import VoteCache  # lazy (start-up speed): imports numpy
+    from methods.mining.judge_filter import JudgeFilter  # lazy (start-up speed): imports numpy
+    from methods.mining.judge_spec import make_judge  # lazy (start-up speed): imports numpy
+    from methods.mining.rows import MiningSettings, mine_rows  # lazy (start-up speed): imports numpy
 
     settings = MiningSettings(strategy=args.strategy, k=args.k, shift=args.shift, window=args.window,
                               threshold=args.threshold, margin=args.margin, percent=args.percent,
@@ -98,8 +98,8 @@ def run(args) -> int:
                                                  batch_size=args.judge_batch_size)
     generation = None
     if args.generate != "none":
-        from methods.mining.fill import Generation
-        from methods.mining.generate import TextCache, make_generator
+        from methods.mining.fill import Generation  # lazy (start-up speed): imports numpy
+        from methods.mining.generate import TextCache, make_generator  # lazy (start-up speed): imports numpy
 
         gen_opts = {k: v for k, v in (("rate", args.judge_rate), ("workers", args.judge_workers)) if v is not None}
         generation = Generation(make_generator(args.generate, max_new_tokens=args.generate_max_tokens,

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from harness.cli._types import positive_int
+from harness.train.stages import Stage, flatten_stages, is_built
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -57,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.ablation import list_suite_files, load_suite, run_suite
+    from harness.ablation import list_suite_files, load_suite, run_suite  # lazy (start-up speed): imports numpy
 
     if args.list or not args.suite:
         for name, path in list_suite_files().items():
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             first_line = suite.description.splitlines()[0] if suite.description else ""
             print(f"{name:<14} scales: {', '.join(suite.scales):<20} {first_line}")
         return 0
-    from harness.ablation.validate import load_validated
+    from harness.ablation.validate import load_validated  # lazy (start-up speed): imports numpy
 
     # The whole plan (file, variants, options, metrics, benchmarks, data, models) is checked before any
     # compute; every problem is reported at once (exit 2).
@@ -84,8 +85,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _grid(suite, args) -> int:
     """``--emit-cells`` (print the units) or ``--executor`` (run them as jobs, then build the table here)."""
+    # lazy (start-up speed): imports numpy
     from harness.ablation.executors import GridOptions, build_units, emit_cells, run_grid, suite_argument
-    from harness.ablation.runner import SuiteRun, select_cells
+    from harness.ablation.runner import SuiteRun, select_cells  # lazy (start-up speed): imports numpy
 
     runner = SuiteRun(suite, args.scale, args.results_root, args.cache_dir, progress=not args.no_progress)
     units = build_units(runner, select_cells(runner, args.shard, args.only))
@@ -107,7 +109,7 @@ def _print_outcome(suite, args, outcome, runner=None) -> int:
               f"(other shards or --only): {', '.join(outcome.pending[:6])}", file=sys.stderr)
         return 0
     if runner is not None:
-        from harness.ablation.runner import _write_json_lock
+        from harness.ablation.runner import _write_json_lock  # lazy (start-up speed): imports numpy
 
         _write_json_lock(runner)
     if args.format == "json":
@@ -120,12 +122,11 @@ def _print_outcome(suite, args, outcome, runner=None) -> int:
 
 def _dry_run(suite, args) -> int:
     """Print the plan: text, or with ``--format json`` one JSON object (cells, dependencies, benchmarks)."""
-    from harness.ablation.paths import train_cell_dir
-    from harness.ablation.resolve import resolve_data_entry, unresolved
-    from harness.ablation.runner import SuiteRun
-    from harness.method import get_method
-    from harness.train.plan import estimate_gpu_hours
-    from harness.train.stages import Stage, flatten_stages, is_built
+    from harness.ablation.paths import train_cell_dir  # lazy (start-up speed): imports numpy
+    from harness.ablation.resolve import resolve_data_entry, unresolved  # lazy (start-up speed): imports numpy
+    from harness.ablation.runner import SuiteRun  # lazy (start-up speed): imports numpy
+    from harness.method import get_method  # lazy (start-up speed): imports numpy
+    from harness.train.plan import estimate_gpu_hours  # lazy (start-up speed): imports numpy
 
     lines: list[str] = []
     cfg = suite.scale(args.scale)
@@ -201,7 +202,7 @@ def _dry_run(suite, args) -> int:
                 lines.append(dep_line)
         else:
             lines.append(line)
-    from harness.ablation.provenance import diff_lines, settings_diff
+    from harness.ablation.provenance import diff_lines, settings_diff  # lazy (start-up speed): imports numpy
 
     diffs = settings_diff(suite, args.scale)     # each setting that differs from the baseline, and its source
     lines.extend(diff_lines(suite, args.scale, diffs))

@@ -30,9 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.ablation.executors import find_unit, run_unit
-    from harness.ablation.runner import SuiteRun
-    from harness.ablation.validate import load_validated
+    from harness.ablation.executors import find_unit, run_unit  # lazy (start-up speed): imports numpy
+    from harness.ablation.runner import SuiteRun  # lazy (start-up speed): imports numpy
+    from harness.ablation.validate import load_validated  # lazy (start-up speed): imports numpy
 
     suite = load_validated(args.suite, args.scale)
     runner = SuiteRun(suite, args.scale, args.results_root, args.cache_dir, progress=not args.no_progress)

@@ -17,7 +17,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from harness.errors import ConfigError
+from harness.io import atomic_write_text, check_new_file
 from harness.io.results_layout import TABLE_MD
+from reports.latex import render_latex
+from reports.markdown import render_markdown
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -66,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _list() -> str:
-    from reports.papers import list_papers, table_numbers
+    from reports.papers import list_papers, table_numbers  # lazy (start-up speed): imports yaml
 
     lines = []
     for paper in list_papers():
@@ -77,7 +81,7 @@ def _list() -> str:
 
 def verify_report(specs) -> str:
     """The plain-text verify report for some tables (what ``--verify`` prints)."""
-    from reports.papers import count_checked, verify
+    from reports.papers import count_checked, verify  # lazy (start-up speed): imports yaml
 
     out = []
     for spec in specs:
@@ -94,11 +98,7 @@ def verify_report(specs) -> str:
 
 
 def run_paper(args: argparse.Namespace) -> int:
-    from harness.errors import ConfigError
-    from harness.io import atomic_write_text, check_new_file
-    from reports.latex import render_latex
-    from reports.markdown import render_markdown
-    from reports.papers import load_tables, to_table
+    from reports.papers import load_tables, to_table  # lazy (start-up speed): imports yaml
 
     if args.list:
         sys.stdout.write(_list())
@@ -130,13 +130,12 @@ def run_paper(args: argparse.Namespace) -> int:
 
 
 def run_suite_table(args: argparse.Namespace) -> int:
-    from harness.ablation import load_suite
+    from harness.ablation import load_suite  # lazy (start-up speed): imports numpy
+
+    # lazy (start-up speed): imports numpy
     from harness.ablation.layout import layout_figure, layout_names, render_layout
-    from harness.ablation.paths import report_dir
-    from harness.io import atomic_write_text, check_new_file
-    from reports.latex import render_latex
-    from reports.markdown import render_markdown
-    from reports.plots import save_figure
+    from harness.ablation.paths import report_dir  # lazy (start-up speed): imports numpy
+    from reports.plots import save_figure  # lazy (start-up speed): imports PIL, matplotlib, numpy
 
     suite = load_suite(args.suite)
     if args.list:
@@ -151,7 +150,7 @@ def run_suite_table(args: argparse.Namespace) -> int:
                   f"is the one `harness run {suite.name} --scale {args.scale}` prints and writes to {where}")
         return 0
     if args.html:
-        from harness.ablation.html_report import write_cli_html
+        from harness.ablation.html_report import write_cli_html  # lazy (start-up speed): imports numpy
 
         print(f"HTML report: {write_cli_html(suite, args.scale, args.results_root)}", file=sys.stderr)
         return 0

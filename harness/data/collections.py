@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.data import load_beir, read_run
 from harness.data.training import TrainingRow, read_training_rows
 from harness.errors import ConfigError, InputError
 from harness.io import sha256_file
@@ -259,8 +260,6 @@ def load_beir_training(directory: str | Path, *, split: str = "train", negatives
     ``negatives_run`` (TREC run format), the negatives are the run's top documents
     for that query that are not judged relevant, up to ``max_negatives``, in rank order.
     """
-    from harness.data import load_beir, read_run
-
     directory = Path(directory)
     dataset = load_beir(directory, split=split)
     name = name or directory.name

@@ -103,7 +103,7 @@ def read_qrels(path: str | Path, fmt: str = "auto") -> Qrels:
     """
     path = check_input_file(path, "qrels file")
     # Imported here: pyarrow costs ~30 ms, paid only by commands that read TREC files.
-    from harness.data.trec_fast import read_qrels_columns
+    from harness.data.trec_fast import read_qrels_columns  # lazy (start-up speed): imports pyarrow
 
     columns = read_qrels_columns(path, fmt)
     if columns is not None:

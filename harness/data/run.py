@@ -301,7 +301,7 @@ def read_run(path: str | Path, name: str | None = None) -> Run:
     """
     path = check_input_file(path, "run file")
     # Imported here: pyarrow costs ~30 ms, paid only by commands that read TREC files.
-    from harness.data.trec_fast import read_run_columns
+    from harness.data.trec_fast import read_run_columns  # lazy (start-up speed): imports pyarrow
 
     columns = read_run_columns(path)
     if columns is not None:

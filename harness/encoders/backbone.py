@@ -14,9 +14,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.encoders.cache import cache_root
 from harness.encoders.model_check import check_model, load_errors
 from harness.encoders.refs import ALIASES, ModelDefaults, hub_revision, hub_snapshot, looks_like_hub_id, resolve_model
 from harness.errors import ConfigError
+from harness.io import atomic_write_json
 
 __all__ = ["ALIASES", "ModelDefaults", "file_digest", "load_backbone", "model_fingerprint", "resolve_model",
            "tokenize"]
@@ -111,8 +113,6 @@ def _stat_key(stat: os.stat_result) -> dict[str, int]:
 
 
 def _sidecar(file: Path) -> Path:
-    from harness.encoders.cache import cache_root
-
     name = hashlib.blake2b(str(file).encode(), digest_size=16).hexdigest()
     return cache_root() / FINGERPRINT_DIR / f"{name}.json"
 
@@ -143,8 +143,6 @@ def file_digest(file: str | Path) -> str:
     settled = time.time_ns() - stat.st_mtime_ns > RACY_SECONDS * 1_000_000_000
     if settled and {"path": str(file), **_stat_key(file.stat())} == key:
         try:
-            from harness.io import atomic_write_json
-
             sidecar.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_json(sidecar, {**key, "blake2b": value})
         except OSError as exc:  # a read-only cache only costs a re-hash next time

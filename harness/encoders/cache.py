@@ -41,6 +41,7 @@ import numpy as np
 
 from harness.data.beir import Corpus
 from harness.encoders.base import Encoder
+from harness.encoders.devices import encode_shards
 from harness.encoders.shards import ShardClaims, check_shard_vectors, write_shard
 from harness.errors import ConfigError
 from harness.io import atomic_write_json
@@ -274,7 +275,6 @@ def encode_corpus(encoder: Encoder, corpus: Corpus, cache_dir: str | Path | None
     devices = tuple(getattr(encoder, "devices", None) or ())
     with ShardClaims(entry, missing, shard_done, what=f"encoding {corpus.source or 'a corpus'}") as claims:
         if missing and len(devices) > 1:        # one worker process per device (harness.encoders.devices)
-            from harness.encoders.devices import encode_shards
 
             encode_shards(encoder, devices, [(i, *layout[i]) for i in missing], shard_texts,
                           lambda i: entry / _shard_file(i), dim=dim, batch_size=batch_size, progress=progress,

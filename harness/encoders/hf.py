@@ -36,10 +36,11 @@ from tqdm.auto import tqdm
 
 from harness.encoders.backbone import ModelDefaults, model_fingerprint, resolve_model
 from harness.encoders.base import Encoder
+from harness.encoders.devices import check_devices, parse_devices
 from harness.encoders.fusion import fuse_linear_layers
 from harness.encoders.model_check import check_model, has_tokenizer, load_errors
 from harness.encoders.pooling import POOLING_MODES, pool
-from harness.encoders.quantized import INT8_IDENTITY, check_backend, quantize_int8
+from harness.encoders.quantized import BACKENDS, INT8_IDENTITY, check_backend, quantize_int8
 from harness.encoders.settings import (
     ENCODER_CONFIG_FILE,
     EncoderSettings,
@@ -152,8 +153,6 @@ class HFEncoder(Encoder):
         # queries and a single device run here, on ``device`` (default: the first listed).  Not in the identity.
         self.devices: tuple[str, ...] | None = None
         if devices is not None:
-            from harness.encoders.devices import check_devices, parse_devices
-
             self.devices = check_devices(parse_devices(devices))
             device = device or self.devices[0]
         self.device = resolve_device(device)
@@ -358,8 +357,6 @@ def encoding_options(options: dict[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"dtype must be one of fp32, bf16, fp16, got {options['dtype']!r}")
         out["dtype"] = _DTYPE_NAMES[_DTYPES[key]]
     if options.get("backend") is not None:
-        from harness.encoders.quantized import BACKENDS
-
         if options["backend"] not in BACKENDS:
             raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {options['backend']!r}")
         out["backend"] = options["backend"]
@@ -369,7 +366,6 @@ def encoding_options(options: dict[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"shard_size must be a positive integer, got {size!r}")
         out["shard_size"] = size
     if options.get("devices") is not None:        # spelling only: the devices may be on another machine
-        from harness.encoders.devices import parse_devices
 
         out["devices"] = parse_devices(options["devices"])
     return out

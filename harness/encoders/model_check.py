@@ -40,6 +40,8 @@ from harness.encoders.refs import (
 from harness.encoders.settings import read_encoder_config
 from harness.errors import ConfigError, HarnessError, InputError
 from harness.io.readers import read_json_object
+from harness.synthetic import WorldSpec
+from harness.synthetic.refs import TINY_MODEL_KINDS
 
 SYNTHETIC_PREFIX = "synthetic:"
 LEXICAL_MODELS = ("bm25",)
@@ -95,9 +97,6 @@ def check_model(name_or_path: str) -> None:
 
 def _check_synthetic(name: str) -> None:
     """``synthetic:<preset>/<kind>``: validated without generating the model (that happens on load)."""
-    from harness.synthetic import WorldSpec
-    from harness.synthetic.refs import TINY_MODEL_KINDS
-
     preset, _, kind = name[len(SYNTHETIC_PREFIX):].partition("/")
     if kind not in TINY_MODEL_KINDS:
         raise ConfigError(f"synthetic model {name!r}: expected synthetic:<preset>/"

@@ -31,7 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ConfigError
+from harness.io import atomic_dir, atomic_write_json
 from harness.io.readers import read_json_object
+from harness.synthetic.refs import resolve_synthetic_model as resolve_synthetic
 
 # A training run's workdir holds the trained model in this sub-folder (harness.train.trainer.FINAL_DIR).
 RUN_MODEL_DIR = "final"
@@ -105,8 +107,7 @@ def gguf_model_folder(gguf: Path, cache_dir: str | Path | None = None) -> Path:
     size; the folder is written atomically, so concurrent or interrupted conversions never leave a
     half-written model behind.
     """
-    from harness.encoders.cache import cache_root
-    from harness.io import atomic_dir, atomic_write_json
+    from harness.encoders.cache import cache_root  # lazy (start-up speed): imports numpy
 
     gguf = Path(gguf)
     if not gguf.is_file():
@@ -164,8 +165,7 @@ def untied_model_folder(name: str, cache_dir: str | Path | None = None) -> Path:
     """The model ``name`` (a causal LM) with an untied LM head, saved once into the cache."""
     import hashlib
 
-    from harness.encoders.cache import cache_root
-    from harness.io import atomic_dir, atomic_write_json
+    from harness.encoders.cache import cache_root  # lazy (start-up speed): imports numpy
 
     source = Path(resolve_model(name)[0])
     key = hashlib.blake2b(str(source.resolve()).encode(), digest_size=8).hexdigest()
@@ -207,7 +207,6 @@ def resolve_model(name: str) -> tuple[str, ModelDefaults]:
         return str(resolver()), defaults
     if name.startswith("synthetic:"):
         # synthetic:<preset>/tiny-bert: generated into the cache on first use (deterministic).
-        from harness.synthetic.refs import resolve_synthetic_model as resolve_synthetic
 
         name = resolve_synthetic(name)
     path = Path(name).expanduser()

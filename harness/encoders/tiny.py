@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from harness.encoders.backbone import resolve_model
+from harness.encoders.refs import save_untied_copy
 from harness.encoders.settings import EncoderSettings, write_encoder_config
 from harness.errors import ConfigError
 
@@ -101,7 +102,5 @@ def make_tiny_decoder(path: str | Path, *, hidden: int = 32, layers: int = 2, he
 def untie_lm_head(source: str | Path, path: str | Path) -> Path:
     """Save a copy of the causal-LM folder ``source`` into ``path`` with an untied LM head (a separate
     parameter holding the same values), tokenizer and ``harness_encoder.json`` included."""
-    from harness.encoders.refs import save_untied_copy
-
     save_untied_copy(Path(resolve_model(str(source))[0]), Path(path))
     return Path(path)

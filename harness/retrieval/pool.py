@@ -120,7 +120,7 @@ def named_sources(names: Sequence[str], language: str = "en") -> list[Source]:
     """Sources from model names: ``bm25`` (with the language's analyzer), ``hashgram[:<n>[:<dim>]]`` (a
     lexical n-gram encoder, :class:`HashGramEncoder`) or a dense model (alias, folder, hub id); a name
     given twice gets a distinct label (``name#i``)."""
-    from harness.encoders.hf import load_encoder
+    from harness.encoders.hf import load_encoder  # lazy (start-up speed): imports torch, tqdm
 
     sources: list[Source] = []
     for i, name in enumerate(names):

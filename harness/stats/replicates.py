@@ -19,6 +19,9 @@ import numpy as np
 
 from harness.errors import ConfigError
 from harness.evaluation_result import EvaluationResult
+from harness.stats import shared
+from harness.stats.paired import percentile_interval
+from harness.stats.seeds import draws_rng
 
 REPLICATE_TEST_NOTE = ("Rows with replicates show the mean ± sd (ddof 1) over the seeds of each seed's mean "
                        "score; their significance test is the suite's paired test on the per-query scores "
@@ -100,10 +103,6 @@ def weighted_mean_ci(scores: Mapping[str, np.ndarray], weights: Mapping[str, flo
     bootstrap interval, queries resampled within each dataset (stratified; one dataset: the plain
     bootstrap CI of the mean).  Draws come from :func:`harness.stats.seeds.draws_rng` keyed by ``scope``,
     so the same scores always give the same interval."""
-    from harness.stats import shared
-    from harness.stats.paired import percentile_interval
-    from harness.stats.seeds import draws_rng
-
     names = list(weights)
     arrays = [np.asarray(scores[d], dtype=np.float64) for d in names]
     if any(len(a) == 0 for a in arrays):

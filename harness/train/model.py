@@ -17,6 +17,8 @@ from torch import nn
 
 from harness.encoders.backbone import load_backbone, resolve_model
 from harness.encoders.heads import DenseHead, Head, load_backbone_for
+from harness.encoders.model_check import check_model, has_tokenizer, load_errors
+from harness.encoders.settings import EncoderSettings, read_encoder_config, write_encoder_config
 from harness.errors import ConfigError
 from harness.train.spec import TrainSpec
 
@@ -112,8 +114,6 @@ def encoder_settings(spec: TrainSpec, enc: dict[str, Any]):
     No prompt is baked in: instructions depend on the evaluation task, so the
     benchmark's protocol supplies them (the training template is in ``training.json``).
     """
-    from harness.encoders.settings import EncoderSettings
-
     return EncoderSettings(pooling=enc["pooling"], normalize=enc["normalize"], query_prompt="", doc_prompt="",
                            query_max_length=spec.query_max_length, doc_max_length=spec.doc_max_length,
                            append_eos=enc["append_eos"])
@@ -127,8 +127,6 @@ def save_model(model: EmbeddingModel, tokenizer, directory: str | Path, settings
                merge_lora: bool = False) -> None:
     """Write an HF model folder (or LoRA adapter folder), the tokenizer, ``harness_encoder.json``
     (``settings``) and ``training.json`` (``training_info``: how the model was trained)."""
-    from harness.encoders.settings import write_encoder_config
-
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     backbone: Any = model.backbone   # a transformers PreTrainedModel, or a peft PeftModel under LoRA
@@ -170,9 +168,6 @@ def load_frozen_model(name: str, spec: TrainSpec):
     folder (merged into its base).  Returns ``(EmbeddingModel, tokenizer, encoding dict)``.
     """
     from transformers import AutoModel, AutoTokenizer
-
-    from harness.encoders.model_check import check_model, has_tokenizer, load_errors
-    from harness.encoders.settings import read_encoder_config
 
     check_model(name)  # adapter config, weights, tokenizer and base model, before anything is loaded
     path, _ = resolve_model(name)

@@ -39,9 +39,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from harness.data.beir import Corpus, Queries
 from harness.data.collections import TrainingData
 from harness.data.training import TrainingRow
 from harness.errors import ConfigError
+from harness.retrieval.bm25 import bm25_search
 from harness.train import distributed as D
 from harness.train.batching import apply_template, build_batch, tokenize_batch
 from harness.train.episodes import encode_texts
@@ -152,9 +154,6 @@ class AnceNegatives:
         return out
 
     def _bm25_top(self) -> np.ndarray:
-        from harness.data.beir import Corpus, Queries
-        from harness.retrieval.bm25 import bm25_search
-
         rows = [(s, r) for s in self.data.sources for r in s.rows]
         languages = {s.language for s in self.data.sources if isinstance(s.language, str)}
         language = languages.pop() if len(languages) == 1 and "und" not in languages else "en"

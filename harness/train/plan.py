@@ -26,6 +26,7 @@ import numpy as np
 
 from harness.errors import ConfigError
 from harness.train.spec import TrainSpec
+from harness.train.stages import Stage, flatten_stages
 
 if TYPE_CHECKING:
     from harness.method import Method
@@ -72,7 +73,7 @@ GATED_MLP_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi
 
 def read_model_config(model: str) -> dict[str, Any] | None:
     """``config.json`` of a local model, from the local HF cache (offline), or from ``KNOWN_CONFIGS``."""
-    from harness.encoders.backbone import resolve_model
+    from harness.encoders.backbone import resolve_model  # lazy (start-up speed): imports torch, tqdm
 
     path, _ = resolve_model(model)
     cfg_file = Path(path) / "config.json"
@@ -136,7 +137,7 @@ def estimate_gpu_hours(spec: TrainSpec, method: Method, frozen_forwards: int | N
 def training_plan(spec: TrainSpec, data, method, world_size: int | None = None, peak_tflops: float = 989.0,
                   mfu: float = 0.4) -> dict[str, Any]:
     """Everything a run will do, as a JSON-able dict (no weights are loaded)."""
-    from harness.encoders.backbone import resolve_model
+    from harness.encoders.backbone import resolve_model  # lazy (start-up speed): imports torch, tqdm
 
     path, defaults = resolve_model(spec.model)
     weights = np.asarray(method.dataset_weights(spec, data), dtype=float)
@@ -163,7 +164,6 @@ def training_plan(spec: TrainSpec, data, method, world_size: int | None = None, 
     head = method.representation_head(spec)
     if head is not None:            # listed only when a method replaces the dense pooling
         plan["model"]["head"] = head.describe()
-    from harness.train.stages import Stage, flatten_stages
 
     stages = []
     for planned in flatten_stages(method, spec, data.fingerprint()):

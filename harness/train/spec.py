@@ -253,8 +253,8 @@ def corpus_identity(corpus: str) -> str:
         local = False
     if not local:
         return str(corpus)
-    from harness.data.beir import find_file
-    from harness.encoders.backbone import file_digest
+    from harness.data.beir import find_file  # lazy (start-up speed): imports numpy
+    from harness.encoders.backbone import file_digest  # lazy (start-up speed): imports numpy, torch, tqdm
 
     file = path if path.is_file() else find_file(path, "corpus.jsonl")
     return f"corpus:{file_digest(file)[:24]}"
@@ -271,7 +271,7 @@ def model_identity(model: str) -> str:
         local = False
     if not local:
         return str(model)
-    from harness.encoders.backbone import model_fingerprint
+    from harness.encoders.backbone import model_fingerprint  # lazy (start-up speed): imports numpy, torch, tqdm
 
     return model_fingerprint(str(path))
 

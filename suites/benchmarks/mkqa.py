@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.benchmark import LoadedBenchmark, RemoteFile, SuiteOption, register_suite
-from harness.data.beir import BeirDataset, Queries, iter_jsonl, read_corpus
+from harness.data.beir import BeirDataset, Queries, iter_jsonl, read_corpus, read_queries
 from harness.errors import ConfigError, InputError
 from harness.io.readers import json_id
 from suites.answers import NORMALIZER_ID
@@ -206,7 +206,6 @@ class MkqaSuite(BeirLayoutSuite):
             ds, meta = load_beir_folder(root, split)
             metrics: tuple[str, ...] = ACC_METRICS + ("ndcg@10",)
         else:  # answers only: every query with answers is evaluated
-            from harness.data.beir import read_queries
 
             queries = read_queries(find_optional(root, "queries.jsonl") or root / "queries.jsonl")
             ds = BeirDataset(read_corpus(find_optional(root, "corpus.jsonl") or root / "corpus.jsonl"),

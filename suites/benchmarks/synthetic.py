@@ -20,6 +20,7 @@ from typing import Any
 from harness.benchmark import LoadedBenchmark, SuiteOption, register_suite
 from harness.errors import ConfigError, InputError
 from harness.io.readers import read_input_text
+from harness.synthetic import default_world_dir
 from suites.benchmarks._common import (
     ANSWERS_FILE,
     BeirLayoutSuite,
@@ -38,8 +39,6 @@ METRICS = ("ndcg@10", "recall@100")
 def _world_root(dataset_dir: str | Path) -> Path:
     root = Path(dataset_dir)
     if str(dataset_dir) == "default" and not root.exists():
-        from harness.synthetic import default_world_dir
-
         return Path(default_world_dir())
     return root
 

@@ -32,6 +32,7 @@ from harness.ablation.axes import FinishedSuite, System, baseline_system, bold_b
 from harness.ablation.layout import LayoutKind, TableLayout, register_layout_kind
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError
+from reports.table import Cell, Column, Row, Table
 
 OPTIONS = ("metric", "group_by", "groups", "averages")
 GROUP_BY = ("family", "language", "none")
@@ -97,13 +98,12 @@ def benchmark_groups(suite: AblationSuite, scale: str, layout: TableLayout,
 
 
 def breakdown_table(suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
-    from harness.stats.aggregate import AGGREGATE_DESCRIPTIONS
-    from harness.stats.compare import TEST_NAMES
-    from harness.stats.correction import CORRECTION_NAMES
-    from harness.stats.replicates import REPLICATE_TEST_NOTE, replicate_spread
-    from harness.stats.suite import compare_suite
-    from reports.comparison import GAIN_MARK, LOSS_MARK, metric_label
-    from reports.table import Cell, Column, Row, Table
+    from harness.stats.aggregate import AGGREGATE_DESCRIPTIONS  # lazy (start-up speed): imports scipy
+    from harness.stats.compare import TEST_NAMES  # lazy (start-up speed): imports scipy
+    from harness.stats.correction import CORRECTION_NAMES  # lazy (start-up speed): imports scipy
+    from harness.stats.replicates import REPLICATE_TEST_NOTE, replicate_spread  # lazy (start-up speed): imports scipy
+    from harness.stats.suite import compare_suite  # lazy (start-up speed): imports scipy
+    from reports.comparison import GAIN_MARK, LOSS_MARK, metric_label  # lazy (start-up speed): imports scipy
 
     finished = FinishedSuite(suite, scale, results_root)
     cfg = finished.config

@@ -25,9 +25,10 @@ from typing import Any
 
 from harness.ablation.axes import FinishedSuite, System, bold_by_value, systems_of, value_cell
 from harness.ablation.layout import LayoutKind, TableLayout, register_layout_kind
+from harness.ablation.layouts.sweep import _check_options
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError
-from harness.ablation.layouts.sweep import _check_options
+from reports.table import Column, Row, Table
 
 OPTIONS = ("variants", "level")
 
@@ -74,9 +75,8 @@ def curve_points(finished: FinishedSuite, system: System) -> list[tuple[int, int
 
 
 def curve_table(suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
-    from harness.stats.replicates import REPLICATE_TEST_NOTE
-    from reports.comparison import metric_label
-    from reports.table import Column, Row, Table
+    from harness.stats.replicates import REPLICATE_TEST_NOTE  # lazy (start-up speed): imports scipy
+    from reports.comparison import metric_label  # lazy (start-up speed): imports scipy
 
     finished = FinishedSuite(suite, scale, results_root)
     bench_labels = {b.id: b.label for b in finished.config.benchmarks}
@@ -109,8 +109,8 @@ def curve_table(suite: AblationSuite, scale: str, results_root: str | Path, layo
 
 
 def curve_figure(suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
-    from reports.comparison import metric_label
-    from reports.plots import line_ci_figure
+    from reports.comparison import metric_label  # lazy (start-up speed): imports scipy
+    from reports.plots import line_ci_figure  # lazy (start-up speed): imports PIL, matplotlib
 
     finished = FinishedSuite(suite, scale, results_root)
     level = float(layout.options.get("level", 0.95))

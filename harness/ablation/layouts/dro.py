@@ -21,7 +21,9 @@ from typing import Any
 import numpy as np
 
 from harness.ablation.layout import (
+    LayoutColumn,
     LayoutKind,
+    LayoutRowGroup,
     TableLayout,
     read_summary,
     register_layout_kind,
@@ -31,6 +33,7 @@ from harness.ablation.layout import (
 from harness.ablation.paths import train_cell_dir
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError
+from reports.table import Cell, Column, Row, Table
 
 WORST = "worst-delta"
 TRACE = "dro_trace.npz"
@@ -54,8 +57,6 @@ def add_worst_delta(table: Any, columns: list[tuple[str, str]], aggregates: set[
     """Append the ``Worst Δ`` column to a results ``table`` whose cells are keyed ``benchmark/metric``:
     per non-baseline row, the lowest delta over the benchmark ``columns`` of ``metric`` (all benchmark
     columns when none has it; aggregates left out), and a note naming each row's worst dataset."""
-    from reports.table import Cell, Column
-
     benchmarks = [(b, m) for b, m in columns if b not in aggregates]
     chosen = [(b, m) for b, m in benchmarks if m == metric] or benchmarks
     datasets = {f"{b}/{m}": b for b, m in chosen}
@@ -101,8 +102,7 @@ class ClusterWeightsLayout(LayoutKind):
                               "which keeps no cluster weights (idro, groupdro or dro-erm do)")
 
     def render(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
-        from reports.plots_dro import read_trace
-        from reports.table import Cell, Column, Row, Table
+        from reports.plots_dro import read_trace  # lazy (start-up speed): imports PIL, matplotlib
 
         variant = layout.columns[0].benchmark
         trace = read_trace(trace_path(suite, scale, results_root, variant))
@@ -125,6 +125,7 @@ class ClusterWeightsLayout(LayoutKind):
                             "mean loss over the steps where the cluster was in the batch."])
 
     def figure(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
+        # lazy (start-up speed): imports PIL, matplotlib
         from reports.plots_dro import cluster_weight_figure, read_trace
 
         variant = layout.columns[0].benchmark
@@ -157,9 +158,6 @@ class DatasetRowsLayout(LayoutKind):
                               "labels")
 
     def render(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
-        from harness.ablation.layout import LayoutColumn, LayoutRowGroup
-        from reports.table import Column, Row, Table
-
         metric = str(layout.options.get("metric") or suite.metrics[0])
         cfg = suite.scale(scale)
         variants = [c.benchmark for c in layout.columns]

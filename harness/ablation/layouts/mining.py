@@ -23,6 +23,7 @@ from harness.ablation.layout import LayoutKind, TableLayout, read_summary, regis
 from harness.ablation.paths import train_cell_dir
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError, InputError
+from reports.table import Cell, Column, Row, Table
 
 ROWS = (("from-retrieval", "From Retrieval"), ("from-llm", "From LLM"), ("eliminated", "Eliminated (FN filter)"),
         ("pool-fill", "Pool fill"), ("under-full", "Under-full pools"), ("precision", "Filter precision (truth)"),
@@ -92,8 +93,6 @@ class MiningStatsLayout(LayoutKind):
                                   " a mining-stats column needs a 'mined' variant")
 
     def render(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
-        from reports.table import Cell, Column, Row, Table
-
         variants = [c.benchmark for c in layout.columns]
         stats = {v: mining_statistics(mining_record(suite, scale, results_root, v)) for v in variants}
         labels = {v.id: v.label for v in suite.variants}

@@ -23,10 +23,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.ablation.axes import FinishedSuite, System, baseline_system, bold_by_value, systems_of, value_cell
+from harness.ablation.axes import (
+    FinishedSuite,
+    System,
+    baseline_system,
+    bold_by_value,
+    systems_of,
+    value_cell,
+    value_text,
+)
 from harness.ablation.layout import LayoutKind, TableLayout, register_layout_kind
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError
+from reports.table import Column, Row, Table
 
 OPTIONS = ("variants", "reference", "log_x", "level")
 REFERENCES = ("first", "baseline")
@@ -83,7 +92,7 @@ class SweepLayout(LayoutKind):
 def _compare_column(finished: FinishedSuite, rows: list[System], reference: System, benchmark: str,
                     metric: str) -> dict[str, Any]:
     """``{system id: Comparison}`` of every row with ``reference`` on one column (uncorrected)."""
-    from harness.stats.suite import compare_suite
+    from harness.stats.suite import compare_suite  # lazy (start-up speed): imports scipy
 
     suite = finished.suite
     leaves, aggregates = finished.columns(benchmark)
@@ -99,12 +108,11 @@ def _compare_column(finished: FinishedSuite, rows: list[System], reference: Syst
 
 
 def sweep_table(suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
-    from harness.stats.compare import TEST_NAMES
-    from harness.stats.correction import CORRECTION_NAMES
-    from harness.stats.replicates import REPLICATE_TEST_NOTE
-    from harness.stats.suite import ComparisonReport, apply_correction
-    from reports.comparison import GAIN_MARK, LOSS_MARK, metric_label
-    from reports.table import Column, Row, Table
+    from harness.stats.compare import TEST_NAMES  # lazy (start-up speed): imports scipy
+    from harness.stats.correction import CORRECTION_NAMES  # lazy (start-up speed): imports scipy
+    from harness.stats.replicates import REPLICATE_TEST_NOTE  # lazy (start-up speed): imports scipy
+    from harness.stats.suite import ComparisonReport, apply_correction  # lazy (start-up speed): imports scipy
+    from reports.comparison import GAIN_MARK, LOSS_MARK, metric_label  # lazy (start-up speed): imports scipy
 
     finished = FinishedSuite(suite, scale, results_root)
     reference_kind = layout.options.get("reference", "first")
@@ -170,16 +178,12 @@ def sweep_table(suite: AblationSuite, scale: str, results_root: str | Path, layo
 
 
 def _point_label(system: System) -> str:
-    from harness.ablation.axes import value_text
-
     sweep = system.sweep
     return system.label if sweep is None else f"{sweep.name}={value_text(system.value)}"
 
 
 def sweep_positions(points: list[System]) -> tuple[list[float], dict[float, str] | None]:
     """x positions of sweep points: the values when all are numbers, else 0, 1, ... with the values as ticks."""
-    from harness.ablation.axes import value_text
-
     values = [p.value for p in points]
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
         return [float(v) for v in values], None
@@ -187,8 +191,8 @@ def sweep_positions(points: list[System]) -> tuple[list[float], dict[float, str]
 
 
 def sweep_figure(suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
-    from reports.comparison import metric_label
-    from reports.plots import line_ci_figure
+    from reports.comparison import metric_label  # lazy (start-up speed): imports scipy
+    from reports.plots import line_ci_figure  # lazy (start-up speed): imports PIL, matplotlib
 
     finished = FinishedSuite(suite, scale, results_root)
     level = float(layout.options.get("level", 0.95))

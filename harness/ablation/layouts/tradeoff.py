@@ -38,6 +38,7 @@ from harness.ablation.layout import LayoutKind, TableLayout, read_summary, regis
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError, InputError
 from harness.store import load_result
+from reports.table import Cell, Column, Row, Table
 
 OPTIONS = ("x", "variants", "line", "log_x")
 NNZ_FIELDS = ("mean", "p50", "p90", "p99", "max")
@@ -180,8 +181,7 @@ class TradeoffLayout(LayoutKind):
         return points, skipped
 
     def render(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
-        from reports.comparison import metric_label
-        from reports.table import Cell, Column, Row, Table
+        from reports.comparison import metric_label  # lazy (start-up speed): imports scipy
 
         points, skipped = self.points(suite, scale, results_root, layout)
         column = layout.columns[0]
@@ -212,8 +212,8 @@ class TradeoffLayout(LayoutKind):
                      notes=notes, decimals=1, scale=1.0, row_header="Variant")
 
     def figure(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
-        from reports.comparison import metric_label
-        from reports.plots import _new_figure
+        from reports.comparison import metric_label  # lazy (start-up speed): imports scipy
+        from reports.plots import _new_figure  # lazy (start-up speed): imports PIL, matplotlib
 
         points, _ = self.points(suite, scale, results_root, layout)
         column = layout.columns[0]
