@@ -14,6 +14,7 @@ import yaml
 
 from harness.ablation import load_suite, run_suite
 from harness.ablation.layout import load_layout, render_layout, suite_weights
+from harness.ablation.spec import parse_suite
 from harness.cli import main
 from harness.errors import ConfigError
 
@@ -124,15 +125,21 @@ def test_weights_layout_and_cli(finished, tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[-2:] == ["main (default)", "weights"]
 
 
+def _with_layout(suite, name: str, layout: dict):
+    """The suite with one more table layout (parsed again: the schema reads ``table:`` when the file is read)."""
+    raw = {**suite.raw, "table": {**suite.raw["table"], "layouts": {**suite.raw["table"]["layouts"], name: layout}}}
+    return parse_suite(raw, suite.path)
+
+
 def test_layout_errors_are_clear(finished, tmp_path):
     path, root = finished
     suite = load_suite(path)
     with pytest.raises(ConfigError, match="layout 'nope' does not exist; layouts: main, weights"):
         load_layout(suite, "tiny", "nope")
-    suite.raw["table"]["layouts"]["bad"] = {"columns": [{"benchmark": "ghost", "metric": "ndcg@10"}]}
+    suite = _with_layout(suite, "bad", {"columns": [{"benchmark": "ghost", "metric": "ndcg@10"}]})
     with pytest.raises(ConfigError, match="'ghost' is neither a benchmark nor an aggregate"):
         render_layout(suite, "tiny", root, "bad")
-    suite.raw["table"]["layouts"]["bad"] = {"rows": ["nobody"], "columns": [{"benchmark": "Avg", "metric": "x"}]}
+    suite = _with_layout(suite, "bad", {"rows": ["nobody"], "columns": [{"benchmark": "Avg", "metric": "x"}]})
     with pytest.raises(ConfigError, match="unknown variant"):
         load_layout(suite, "tiny", "bad")
     with pytest.raises(ConfigError, match="no finished results"):
