@@ -53,7 +53,7 @@ from harness.errors import ConfigError
 from harness.method import Method, register_method
 from harness.recipe import option
 from harness.retrieval.pool import FUSIONS
-from harness.train.api import DataStage, Prepared, Stage, StageResult
+from harness.train.api import BaseLossOptions, DataStage, Prepared, Stage, StageResult
 from methods.mining.batches import WEIGHT_MODES, language_topic_batches, loss_weights
 from methods.mining.judge_spec import JUDGE_SPECS
 from methods.mining.selection import POS_AGGREGATES, STRATEGIES
@@ -78,7 +78,7 @@ _BDUMDR = "xir_BDUMDR"
 
 
 @dataclass(frozen=True)
-class MinedOptions:
+class MinedOptions(BaseLossOptions):
     """The mining method's options: candidates, selection, LLM filter and generation, batches and weights."""
 
     # ---- mining (stage 1)

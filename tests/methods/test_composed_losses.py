@@ -88,6 +88,13 @@ def test_groupdro_around_splade_reads_and_encodes_like_splade():
     assert composed.base_options["lambda_q"] == 0.01 and composed.stages is not None
 
 
+def test_language_topic_weights_wrap_a_base_too():
+    mined = get_method("mined")
+    composed = compose(mined, mined.resolve_options({"base": "debiased", "weights": "constant"}))
+    assert isinstance(composed, Composed) and composed.base.name == "debiased"
+    assert composed.reduce.__func__ is type(mined).reduce          # the weighting is the wrapper's
+
+
 def test_bad_compositions_are_refused():
     tdro = get_method("tdro")
     with pytest.raises(ConfigError, match="unknown method 'debiasd'.*debiased"):
