@@ -278,17 +278,18 @@ class Preset(Mapping[str, Any]):
         return Preset({**self._overrides, **overrides}, {k: v for k, v in merged.items() if v}, "")
 
 
-def rebased(base: Preset, values: Mapping[str, Any], default_source: str,
+def rebased(base: Mapping[str, Any], values: Mapping[str, Any], default_source: str,
             sources: Mapping[str, str] | Sequence[tuple[str, Sequence[str]]] = ()) -> Preset:
     """A :class:`Preset` of exactly ``values`` (a full preset dict built from ``base``'s, e.g. ``{**_PAPER, ...}``):
     a field given in ``sources`` takes that source; a field whose value equals ``base``'s keeps ``base``'s
-    source; any other field (changed or new) takes ``default_source``."""
+    source (when ``base`` is a :class:`Preset`, as ``Method.presets`` values are); any other field (changed or
+    new) takes ``default_source``."""
     given = _per_field(sources)
     out: dict[str, str] = {}
     for key, value in values.items():
         if key in given:
             out[key] = given[key]
-        elif key in base and _plain(base[key]) == _plain(value):
+        elif key in base and _plain(base[key]) == _plain(value) and isinstance(base, Preset):
             out[key] = base.source(key)
         else:
             out[key] = default_source
