@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.ablation.axes import baseline_system, replicates, suite_systems
+from harness.ablation.benchmarks import load_benchmark_ref
 from harness.ablation.cells import eval_key
 from harness.ablation.paths import cell_result_dir, eval_cell_dir, report_dir
+from harness.ablation.provenance import settings_diff, value_text
 from harness.ablation.spec import AblationSuite
 from harness.benchmark import LoadedBenchmark
 from harness.errors import ConfigError
@@ -52,7 +54,7 @@ def html_dir(results_root: str | Path, suite: str, scale: str) -> Path:
 
 
 def _texts(loaded: LoadedBenchmark) -> BenchmarkTexts:
-    from reports.html import BenchmarkTexts
+    from reports.html import BenchmarkTexts  # lazy (start-up speed): imports jinja2, scipy
 
     ds = loaded.dataset
     corpus = ds.corpus
@@ -69,6 +71,7 @@ def suite_inputs(suite: AblationSuite, scale: str, results_root: str | Path, loa
     """Locate every file of the finished suite the report reads: each system's replicate results
     (``results/<replicate>/<benchmark>``), the evaluation cells holding their runs, checkpoint cells,
     and the suite's PNG plots.  A missing result is a ConfigError naming it and the command that makes it."""
+    # lazy (start-up speed): imports jinja2, scipy
     from reports.html import BenchmarkInfo, CellSource, SuiteInputs, SystemInfo
 
     cfg = suite.scale(scale)
@@ -113,8 +116,7 @@ def suite_inputs(suite: AblationSuite, scale: str, results_root: str | Path, loa
 
 def settings_rows(suite: AblationSuite, scale: str) -> list[SettingRow]:
     """The report's settings table: what the dry run prints (:func:`harness.ablation.provenance.settings_diff`)."""
-    from harness.ablation.provenance import settings_diff, value_text
-    from reports.html.model import SettingRow
+    from reports.html.model import SettingRow  # lazy (start-up speed): imports jinja2, scipy
 
     return [SettingRow(d.system, d.name, value_text(d.value), d.source, value_text(d.baseline), d.baseline_source)
             for d in settings_diff(suite, scale)]
@@ -146,7 +148,7 @@ def _run_file(results_root: str | Path, result: Path, benchmark_suite: str) -> t
 def write_suite_html(suite: AblationSuite, scale: str, results_root: str | Path, loader: Loader | None = None,
                      generated_by: str = "") -> Path:
     """Build and write the suite's HTML report; returns the path of ``index.html``."""
-    from reports.html import build_report, write_html
+    from reports.html import build_report, write_html  # lazy (start-up speed): imports jinja2, scipy
 
     inputs = suite_inputs(suite, scale, results_root, loader, generated_by)
     report = build_report(inputs)
@@ -157,8 +159,6 @@ def write_suite_html(suite: AblationSuite, scale: str, results_root: str | Path,
 
 def write_cli_html(suite: AblationSuite, scale: str, results_root: str | Path) -> Path:
     """``harness table suite NAME --html``: the report of a finished suite, benchmarks loaded for the texts."""
-    from harness.ablation.benchmarks import load_benchmark_ref
-
     refs = {b.id: b for b in suite.scale(scale).benchmarks}
     command = suite_command(suite, scale, results_root, "--html", command=("table", "suite"))
     return write_suite_html(suite, scale, results_root, lambda b: load_benchmark_ref(refs[b], suite.metrics),

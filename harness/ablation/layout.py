@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.ablation.axes import FinishedSuite, baseline_system, bold_by_value, expand_rows, suite_systems, value_cell
 from harness.ablation.paths import (  # noqa: F401 (read_summary: re-exported)
     cell_result_dir,
     read_summary,
@@ -55,6 +56,7 @@ from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError, InputError
 from harness.io.readers import read_json_object
 from harness.registry import Registry
+from reports.table import Cell, Column, Row, Table
 
 
 class LayoutKind:
@@ -161,7 +163,6 @@ def load_layout(suite: AblationSuite, scale: str, name: str | None = None) -> Ta
         raise ConfigError(f"{where} {name!r} has no columns at scale {scale!r}")
     variant_ids = {v.id for v in suite.variants}
     columns = [_column(c, kind_impl.columns, variant_ids, f"{where} {name!r}") for c in columns_given]
-    from harness.ablation.axes import suite_systems
 
     # rows may also name one point of a swept variant (its system id, e.g. "k-means@k=4")
     row_ids = variant_ids | {s.id for s in suite_systems(suite)}
@@ -222,13 +223,11 @@ def result_dir(suite: AblationSuite, scale: str, results_root: str | Path, summa
 # ---------------------------------------------------------------------------------------------- rendering
 def results_table(suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout):
     """The :class:`reports.table.Table` of a results layout (comparisons recomputed for its cells)."""
-    from harness.ablation.axes import FinishedSuite, baseline_system, bold_by_value, expand_rows, value_cell
-    from harness.stats.compare import TEST_NAMES
-    from harness.stats.correction import CORRECTION_NAMES
-    from harness.stats.replicates import REPLICATE_TEST_NOTE
-    from harness.stats.suite import compare_suite
-    from reports.comparison import GAIN_MARK, LOSS_MARK, metric_label
-    from reports.table import Cell, Column, Row, Table
+    from harness.stats.compare import TEST_NAMES  # lazy (start-up speed): imports scipy
+    from harness.stats.correction import CORRECTION_NAMES  # lazy (start-up speed): imports scipy
+    from harness.stats.replicates import REPLICATE_TEST_NOTE  # lazy (start-up speed): imports scipy
+    from harness.stats.suite import compare_suite  # lazy (start-up speed): imports scipy
+    from reports.comparison import GAIN_MARK, LOSS_MARK, metric_label  # lazy (start-up speed): imports scipy
 
     cfg = suite.scale(scale)
     finished = FinishedSuite(suite, scale, results_root)
@@ -356,8 +355,6 @@ def _weights(path: Path) -> dict[str, float]:
 
 def weights_table(suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout):
     """Datasets as rows (sorted by the first learned column, descending), one column per variant."""
-    from reports.table import Cell, Column, Row, Table
-
     variants = [c.benchmark for c in layout.columns]
     weights = suite_weights(suite, scale, results_root, variants)
     order = _dataset_order(weights, variants)
@@ -425,7 +422,7 @@ def weights_figure(suite: AblationSuite, scale: str, results_root: str | Path, n
 
 
 def _weights_figure(suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout):
-    from reports.plots import dataset_weight_figure
+    from reports.plots import dataset_weight_figure  # lazy (start-up speed): imports PIL, matplotlib
 
     variants = [c.benchmark for c in layout.columns]
     weights = suite_weights(suite, scale, results_root, variants)

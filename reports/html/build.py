@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.data.run import read_run
 from harness.errors import ConfigError, InputError
 from harness.evaluation_result import EvaluationResult
 from harness.io.readers import read_json_object
@@ -206,7 +207,6 @@ def _run_groups(path: Path | None, wanted: set[str]) -> dict[str, tuple[np.ndarr
     """``{query id: (doc ids, scores)}`` in rank order for the wanted queries of a stored run."""
     if path is None or not path.exists():
         return None
-    from harness.data.run import read_run
 
     run = read_run(path)
     return {q: (d, s) for q, d, s in run.groups() if q in wanted}
@@ -400,7 +400,7 @@ def build_report(inputs: SuiteInputs, per_query_metrics: Sequence[str] | None = 
     metrics = list(per_query_metrics or data["metrics"])
     plots = _plots(inputs.plots)
     if difference_figures:
-        from reports.html.figures import difference_plots
+        from reports.html.figures import difference_plots  # lazy (start-up speed): imports PIL, matplotlib
 
         plots += difference_plots(inputs.systems, [b.id for b in inputs.benchmarks], data["metrics"][0], results)
     tables = result_tables(data, languages, by_label_results)
