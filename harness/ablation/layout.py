@@ -125,9 +125,9 @@ class TableLayout:
 
 
 def table_section(suite: AblationSuite) -> TableSection:
-    """The suite's ``table:`` section as the schema read it (a suite built in Python without one: read from
-    its ``raw`` mapping, problems raised)."""
-    if not suite.table.layouts and isinstance(suite.raw.get("table"), dict):
+    """The suite's ``table:`` section, read by the schema from the suite's ``raw`` mapping (so a suite changed
+    in code is seen as it is now; problems raised at their lines), else the one the suite was built with."""
+    if isinstance(suite.raw.get("table"), dict):
         problems = Problems(suite.path, suite.lines, suite.columns)
         table = read_table(suite.raw["table"], problems)
         problems.raise_if_any()
