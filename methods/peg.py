@@ -135,7 +135,7 @@ def peg_from_scores(sim: torch.Tensor, targets: torch.Tensor, allowed: torch.Ten
         if scale_negatives:
             base = new_t + (pos_d.unsqueeze(1) if a_mode == "pos" else sim_d)
             # a_n / tau = 1/tau + hard * (a_n - 1)/tau: cheaper than a broadcasting torch.where
-            scale = hard.to(sim.dtype).mul_((base - 1.0) / tau).add_(1.0 / tau)
+            scale: torch.Tensor | float = hard.to(sim.dtype).mul_((base - 1.0) / tau).add_(1.0 / tau)
         else:
             base = None
             scale = 1.0 / tau

@@ -109,7 +109,7 @@ def group_measurements(proxy_loss: torch.Tensor, ref_loss: torch.Tensor | None, 
             raise ConfigError(f"group_ids has {ids.numel()} entries for {proxy.numel()} losses")
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_groups):
             raise ConfigError(f"group ids must lie in [0, {num_groups}), got {ids.min()}..{ids.max()}")
-        ref = None
+        ref: torch.Tensor | None = None
         if measure != "proxy":
             if ref_loss is None:
                 raise ConfigError(f"measure {measure!r} needs the reference model's losses")
@@ -124,7 +124,7 @@ def group_measurements(proxy_loss: torch.Tensor, ref_loss: torch.Tensor | None, 
             return torch.zeros(num_groups, device=proxy.device).index_add_(0, ids, values) / counts
 
         if mode == "code":
-            if measure == "proxy":
+            if measure == "proxy" or ref is None:
                 per_sample = proxy
             elif measure == "excess":
                 per_sample = proxy - ref
@@ -134,7 +134,7 @@ def group_measurements(proxy_loss: torch.Tensor, ref_loss: torch.Tensor | None, 
                 per_sample = proxy / scaled
             return group_mean(per_sample.clamp(min=0.0))
         proxy_mean = group_mean(proxy)
-        if measure == "proxy":
+        if measure == "proxy" or ref is None:
             out = proxy_mean
         elif measure == "excess":
             out = proxy_mean - group_mean(ref)
@@ -349,7 +349,7 @@ class Tdro(Method):
 
     def __init__(self) -> None:
         self._multipliers: np.ndarray | None = None
-        self._multiplier_tensor = None
+        self._multiplier_tensor: Any = None     # the multipliers on the loss's device (torch imported lazily)
 
     def resolve_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
         opts = super().resolve_options(options)

@@ -97,12 +97,14 @@ class TdroWeights(Method):
 
     def __init__(self) -> None:
         self.reference_path: str | None = None
-        self.frozen = None
+        # set by configure(): the frozen reference (FrozenModel or None) and log alpha (a tensor); torch is
+        # imported lazily here, so they are typed Any
+        self.frozen: Any = None
         self.reuse_tokens = False
-        self.log_alpha = None
-        self.mean: np.ndarray | None = None
-        self.ema: np.ndarray | None = None
-        self.initial: np.ndarray | None = None
+        self.log_alpha: Any = None
+        self.mean: Any = None
+        self.ema: Any = None
+        self.initial: Any = None
         self.updates = 0
         self.trajectory: list[list[float]] = []
         self.last_measurement: list[float] = []

@@ -199,8 +199,8 @@ class Trainer:
         self.scheduler = make_scheduler(optimizer, spec.steps, spec.warmup_steps, spec.schedule, spec.min_lr_ratio)
         global_micro = spec.batch_size // spec.grad_accum
         prepared = self.prepared
-        weights = (prepared.dataset_weights if prepared is not None and prepared.dataset_weights is not None
-                   else self.method.dataset_weights(spec, self.data))
+        weights: Any = (prepared.dataset_weights if prepared is not None and prepared.dataset_weights is not None
+                        else self.method.dataset_weights(spec, self.data))
         self.sampler = WeightedSampler(self.data.sizes, weights, global_micro, spec.seed, spec.sampling)
         for name, size in zip(self.data.names, self.data.sizes):
             if spec.sampling == "homogeneous" and size < global_micro and acc.is_main_process:

@@ -185,8 +185,9 @@ class DuReaderSuite(BeirLayoutSuite):
         dev_file = find_optional(root / "dev", "dev.json")
         if dev_file is not None:
             queries, qrels, _ = read_dev_json(dev_file)
-            if find_optional(root, "corpus.jsonl"):
-                corpus = read_corpus(find_optional(root, "corpus.jsonl"))
+            corpus_file = find_optional(root, "corpus.jsonl")
+            if corpus_file is not None:
+                corpus = read_corpus(corpus_file)
             elif (root / "passage-collection").is_dir():
                 corpus = read_passage_collection(root / "passage-collection")
             else:

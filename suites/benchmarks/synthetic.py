@@ -82,7 +82,7 @@ class SyntheticSuite(BeirLayoutSuite):
         split = resolve_split(folder, split, "test")
         ds, meta = load_beir_folder(folder, split)
         answers = None
-        metrics = METRICS
+        metrics: tuple[str, ...] = METRICS
         answers_file = find_optional(folder, ANSWERS_FILE)
         if answers_file:
             known = set(ds.queries.ids)
