@@ -38,8 +38,8 @@ from typing import Any
 from harness.errors import ConfigError
 from harness.train.spec import _coerce, _matches, closest, describe_type
 
-__all__ = ["NoOptions", "OptionInfo", "Preset", "declaration_from_defaults", "defaults", "describe_options",
-           "option", "option_infos", "option_problems", "preset", "rebased", "validate_options"]
+__all__ = ["BaseLossOptions", "NoOptions", "OptionInfo", "Preset", "declaration_from_defaults", "defaults",
+           "describe_options", "option", "option_infos", "option_problems", "preset", "rebased", "validate_options"]
 
 # ``source`` of an option must name where its default comes from (DESIGN: every number traceable).
 SOURCE_KINDS = ("paper", "code", "harness default", "undeclared")
@@ -343,3 +343,14 @@ def _short_type(tp: Any) -> str:
         return "any"
     text = getattr(tp, "__name__", None) if isinstance(tp, type) else None
     return text or str(tp).replace("typing.", "").replace("NoneType", "None")
+
+
+@dataclass(frozen=True)
+class BaseLossOptions:
+    """The options of a method that can wrap another method's per-sample loss."""
+
+    base: str | None = option(None, doc="a registered method whose per-sample loss this method reweights "
+                                        "(none: the method's own loss)",
+                              source="harness default: the method's own loss, as its paper trains it")
+    base_options: dict = option({}, doc="the base method's own options",
+                                source="harness default: the base method's defaults")

@@ -44,8 +44,8 @@ import torch.nn.functional as F
 
 from harness.errors import ConfigError
 from harness.method import Method
-from harness.recipe import defaults, option, rebased
-from harness.train.api import AnceNegatives, BaseLossOptions, DataStage, Stage, encode_texts
+from harness.recipe import BaseLossOptions, defaults, option, rebased
+from harness.train.api import AnceNegatives, DataStage, Stage, encode_texts
 from methods.uniform import _PAPER, _SMALL, _TINY, Uniform
 
 if TYPE_CHECKING:

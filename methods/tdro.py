@@ -53,8 +53,8 @@ import numpy as np
 
 from harness.errors import ConfigError
 from harness.method import Method, register_method
-from harness.recipe import option
-from harness.train.api import BaseLossOptions, DataStage, Prepared, Stage, StageResult
+from harness.recipe import BaseLossOptions, option
+from harness.train.api import DataStage, Prepared, Stage, StageResult
 from methods.uniform import Uniform
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ A suite at one scale expands into three kinds of *units*, each keyed by its cont
 
 ``dependency``  a stage a method declares before its own run (tDRO's reference and stage 1, a COCO-pretrained
                 model, mined negatives, ...), from :meth:`harness.method.Method.stages`
-                (:func:`harness.train.stages.flatten_stages`);
+                (:func:`harness.method.stages.flatten_stages`);
 ``train``       a training cell (after its dependencies);
 ``eval``        an evaluation cell (after its training cell).
 
@@ -35,7 +35,8 @@ from harness.ablation.cells import TrainCell
 from harness.ablation.runner import SuiteRun
 from harness.errors import ConfigError
 from harness.io.paths import child_of
-from harness.train.stages import PlannedStage, Stage, build_data_stage, flatten_stages, is_built, stage_key
+from harness.method.stages import PlannedStage, build_data_stage, flatten_stages, is_built, stage_key
+from harness.train.stages import Stage
 
 log = logging.getLogger("harness.ablation")
 

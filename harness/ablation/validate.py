@@ -36,10 +36,11 @@ from harness.benchmark import get_suite, list_suites
 from harness.errors import ConfigError, HarnessError
 from harness.io.paths import check_component
 from harness.method import get_method, list_methods
+from harness.method.compose import compose
+from harness.method.stages import flatten_stages
 from harness.metrics.names import parse_metric
 from harness.pipeline import LEXICAL_MODELS
-from harness.train.compose import compose
-from harness.train.stages import Stage, flatten_stages
+from harness.train.stages import Stage
 
 
 def load_validated(name_or_path: str | Path, scale: str, *, dry_run: bool = False) -> AblationSuite:
@@ -211,7 +212,7 @@ def _variant(suite: AblationSuite, scale: str, i: int, problems: Problems, build
         overrides = apply_axes(variant_train_overrides(suite, variant, scale), replicate)
         point = f" ({system.sweep.name}={system.value!r})" if system.sweep is not None else ""
         try:
-            # a ``base`` method and its options are checked too (harness.train.compose)
+            # a ``base`` method and its options are checked too (harness.method.compose)
             compose(method, method.resolve_options(dict(overrides.get("method_options", {}))))
             # The model name stands in for the resolved path: resolving a synthetic model would build it.
             spec = method.spec(preset, **{**overrides, "model": own_model or suite.scale(scale).model})

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from harness.cli._types import positive_int
-from harness.train.stages import Stage, flatten_stages, is_built
+from harness.method.stages import flatten_stages, is_built
+from harness.train.stages import Stage
 
 
 def _shard(text: str) -> tuple[int, int]:

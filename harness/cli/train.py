@@ -94,8 +94,9 @@ def check_out(out: str, method, spec, data) -> None:
     the harness, or a folder holding only ``deps/`` with the dependency runs of this very command (what an
     interrupted ``harness train`` of a method with dependencies leaves: rerunning it resumes there, and
     finished dependency runs are reused).  Another configuration's dependency runs are refused too."""
+    from harness.method.stages import flatten_stages
     from harness.train.outdir import check_training_folder
-    from harness.train.stages import Stage, flatten_stages
+    from harness.train.stages import Stage
 
     runs = {planned.key for planned in flatten_stages(method, spec, data.fingerprint())
             if isinstance(planned.stage, Stage)}
@@ -114,6 +115,11 @@ def run(args) -> int:
 
         world = int(os.environ.get("WORLD_SIZE", "1"))
         plan = training_plan(spec, data, method, world_size=world, peak_tflops=args.gpu_tflops, mfu=args.mfu)
+        from harness.method.stages import describe_stages
+
+        stages = describe_stages(method, spec, data.fingerprint())
+        if stages:          # listed only for a method that trains or builds something first
+            plan["stages"] = stages
         print(json.dumps(plan, indent=2, ensure_ascii=False))
         return 0
     check_out(args.out, method, spec, data)

@@ -11,7 +11,7 @@ What is here, by hook:
   run), the training log (``LOG_FILE``, :func:`read_log`), :func:`resolved_encoding` (pooling, normalisation
   and EOS of a spec's model);
 * stages and composition: :class:`Stage`, :class:`DataStage`, :class:`StageResult`, :class:`Prepared`,
-  :class:`BaseLossOptions`;
+  (and ``harness.recipe.BaseLossOptions`` for a method that wraps a base);
 * per-micro-batch hooks: :class:`TrainContext` (per-sample InfoNCE and its candidates, frozen models,
   per-group gradients, weight optimizers, sampler weights, collectives), :class:`EncodedBatch`,
   :class:`LossOutput`, the batch types and builders (:class:`Batch`, :class:`TrainBatch`, :class:`ViewBatch`,
@@ -25,7 +25,6 @@ What is here, by hook:
 from __future__ import annotations
 
 from harness.train.batching import Batch, TrainBatch, ViewBatch, build_batch, tokenize_batch
-from harness.train.compose import BaseLossOptions
 from harness.train.context import EncodedBatch, LossOutput, TrainContext
 from harness.train.distributed import all_gather_nograd, all_gather_with_grad, all_reduce_sum, is_distributed
 from harness.train.encoding import encode_chunks
@@ -40,7 +39,7 @@ from harness.train.spec import TrainSpec
 from harness.train.stages import DataStage, Prepared, Stage, StageResult
 from harness.train.trainer import FINAL_DIR
 
-__all__ = ["FINAL_DIR", "LOG_FILE", "AnceNegatives", "BaseLossOptions", "Batch", "Checkpoint", "DataStage",
+__all__ = ["FINAL_DIR", "LOG_FILE", "AnceNegatives", "Batch", "Checkpoint", "DataStage",
            "EncodedBatch", "LossOutput", "Prepared", "Stage", "StageResult", "TrainBatch", "TrainContext",
            "TrainSpec", "ViewBatch", "all_gather_nograd", "all_gather_with_grad", "all_reduce_sum", "build_batch",
            "encode_chunks", "encode_texts", "estimate_parameters", "is_distributed", "read_log", "read_model_config",

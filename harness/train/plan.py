@@ -26,7 +26,6 @@ import numpy as np
 
 from harness.errors import ConfigError
 from harness.train.spec import TrainSpec
-from harness.train.stages import Stage, flatten_stages
 
 if TYPE_CHECKING:
     from harness.method import Method
@@ -165,19 +164,6 @@ def training_plan(spec: TrainSpec, data, method, world_size: int | None = None, 
     if head is not None:            # listed only when a method replaces the dense pooling
         plan["model"]["head"] = head.describe()
 
-    stages = []
-    for planned in flatten_stages(method, spec, data.fingerprint()):
-        stage = planned.stage
-        entry: dict[str, Any] = {"name": stage.name, "label": stage.label, "key": planned.key,
-                                 "declared_by": planned.owner, "needs": list(planned.needs)}
-        if isinstance(stage, Stage):
-            entry.update({"method": stage.method, "steps": stage.spec.steps, "model": stage.spec.model,
-                          "starts_from": stage.starts_from, "spec_fingerprint": stage.spec.fingerprint()})
-        else:
-            entry["config"] = dict(stage.config)
-        stages.append(entry)
-    if stages:          # listed only for a method that trains or builds something first
-        plan["stages"] = stages
     episodes = sorted(method.episode_steps(spec))
     if episodes:
         plan["episodes"] = {"before_steps": episodes}

@@ -51,9 +51,9 @@ import numpy as np
 
 from harness.errors import ConfigError
 from harness.method import Method, register_method
-from harness.recipe import option
+from harness.recipe import BaseLossOptions, option
 from harness.retrieval.pool import FUSIONS
-from harness.train.api import BaseLossOptions, DataStage, Prepared, Stage, StageResult
+from harness.train.api import DataStage, Prepared, Stage, StageResult
 from methods.mining.batches import WEIGHT_MODES, language_topic_batches, loss_weights
 from methods.mining.judge_spec import JUDGE_SPECS
 from methods.mining.selection import POS_AGGREGATES, STRATEGIES

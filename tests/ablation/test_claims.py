@@ -65,7 +65,8 @@ def _worker(model_dir: str, root: str) -> None:
 
     torch.set_num_threads(1)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
-    from harness.train.stages import Stage, run_stages
+    from harness.method.stages import run_stages
+    from harness.train.stages import Stage
 
     class Owner(Method):
         """Declares the Counting run as its one stage (trained into ``<root>/deps/<key>``)."""
@@ -215,7 +216,7 @@ def test_two_concurrent_suite_runs_train_every_run_once(tmp_path):
     for p, (_, err) in zip(procs, outs):
         assert p.returncode == 0, err
     logs = "".join(err for _, err in outs)
-    trained = re.findall(r"harness\.train\.stages: training (\S+) in (\S+)", logs)
+    trained = re.findall(r"harness\.method\.stages: training (\S+) in (\S+)", logs)
     runs = sorted(p for p in (root / "cells" / "train").iterdir() if p.is_dir())
     assert len(runs) == 3                                           # two cells + their shared reference
     assert sorted(Path(d) for _, d in trained) == runs              # each trained exactly once, by one process

@@ -144,7 +144,7 @@ def test_emitted_commands_in_order_reproduce_harness_run(tmp_path, reference_tab
         done = subprocess.run(cell["command"], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stderr
         logs.append(done.stderr)
-    trained = re.findall(r"harness\.train\.stages: training (\S+) in (\S+)", "".join(logs))
+    trained = re.findall(r"harness\.method\.stages: training (\S+) in (\S+)", "".join(logs))
     assert sorted(Path(d).name for _, d in trained) == sorted(c["key"] for c in plan["cells"]
                                                               if c["kind"] == "train")
     final = subprocess.run(plan["report_command"], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=900)
@@ -212,7 +212,7 @@ def test_run_cell_trains_a_dependency_once_and_cells_reuse_it(tmp_path, capsys):
     dep = next(c for c in plan["cells"] if c["kind"] == "dependency")
     done = _harness("run-cell", dep["key"][:10], "--suite", str(suite), "--results-root", str(root), "--no-progress")
     assert done.returncode == 0, done.stderr
-    assert re.findall(r"harness\.train\.stages: training (\S+) in (\S+)", done.stderr) == [
+    assert re.findall(r"harness\.method\.stages: training (\S+) in (\S+)", done.stderr) == [
         ("uniform", str(root.resolve() / "cells" / "train" / dep["key"]))]
     logs = ""
     for cell in plan["cells"]:
@@ -220,6 +220,6 @@ def test_run_cell_trains_a_dependency_once_and_cells_reuse_it(tmp_path, capsys):
             run = subprocess.run(cell["command"], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=900)
             assert run.returncode == 0, run.stderr
             logs += run.stderr
-    trained = re.findall(r"harness\.train\.stages: training (\S+) in \S+/(\w+)$", logs, re.MULTILINE)
+    trained = re.findall(r"harness\.method\.stages: training (\S+) in \S+/(\w+)$", logs, re.MULTILINE)
     assert sorted(trained) == sorted(("tdro-weights", c["key"]) for c in plan["cells"] if c["kind"] == "train")
     assert {c["status"] for c in _emit(capsys, str(suite), "--results-root", str(root))["cells"]} == {"done"}

@@ -20,7 +20,8 @@ import pytest
 from harness.cli import main
 from harness.io import OutputExistsError
 from harness.method import get_method, list_methods
-from harness.train.stages import Stage, flatten_stages
+from harness.method.stages import flatten_stages
+from harness.train.stages import Stage
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

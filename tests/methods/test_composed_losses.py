@@ -1,4 +1,4 @@
-"""Composable losses (harness.train.compose): a loss-only method in 40 lines, wrapped by tDRO's and GroupDRO's
+"""Composable losses (harness.method.compose): a loss-only method in 40 lines, wrapped by tDRO's and GroupDRO's
 reweighting from a suite file, without a new class."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from harness.ablation.cells import expand_train_cells
 from harness.cli import main
 from harness.errors import ConfigError
 from harness.method import get_method
-from harness.train.compose import Composed, compose
+from harness.method.compose import Composed, compose
 from harness.train.logs import read_log
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 """Method.losses: a method that changes only the per-sample loss (``methods.debiased``, the debiased contrastive
 loss) gets observe/reduce, the gradient cache and the training log for free, and tDRO reweights it through
-composition (option ``base``, harness.train.compose) without a new class."""
+composition (option ``base``, harness.method.compose) without a new class."""
 from __future__ import annotations
 
 import math

@@ -1,4 +1,4 @@
-"""Stages as data (harness.train.stages): declared by methods, flattened once for every reader, run by the engine."""
+"""Stages as data (harness.method.stages): declared by methods, flattened once for every reader, run by the engine."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,8 @@ import pytest
 from trainutil import make_data
 
 from harness.method import Method, get_method
-from harness.train.stages import DataStage, Stage, build_data_stage, flatten_stages, is_built, stage_key
+from harness.method.stages import build_data_stage, flatten_stages, is_built, stage_key
+from harness.train.stages import DataStage, Stage
 
 
 def test_no_method_overrides_train():

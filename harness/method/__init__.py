@@ -7,7 +7,7 @@ A method is a small class registered by name::
         presets = {"tiny": {...}, "small": {...}, "paper": {...}}   # TrainSpec overrides per scale
 
 and holds only what is unique to it.  Before its run, the engine
-(:func:`harness.train.stages.train_run`) calls:
+(:func:`harness.method.stages.train_run`) calls:
 
 ``validate(spec)``
     refuse a configuration before anything is loaded or written.
@@ -229,7 +229,7 @@ class Method:
 
     def regroup(self, losses: torch.Tensor, group_ids: torch.Tensor, ctx: TrainContext) -> torch.Tensor:
         """The group ids this method reweights by, given a base method's per-sample ``losses`` and group ids
-        (:mod:`harness.train.compose`; default: the base's, i.e. the training sources)."""
+        (:mod:`harness.method.compose`; default: the base's, i.e. the training sources)."""
         return group_ids
 
     def observe(self, out: LossOutput, ctx: TrainContext) -> None:
@@ -263,7 +263,7 @@ class Method:
     def stages(self, spec: TrainSpec) -> list[Stage | DataStage]:
         """The runs and data work this method needs before its own run under ``spec``, as data, in order
         (none by default).  The engine trains or builds each as its own content-keyed cell
-        (:mod:`harness.train.stages`); dry runs list them and count their compute once per distinct run."""
+        (:mod:`harness.method.stages`); dry runs list them and count their compute once per distinct run."""
         return []
 
     def validate(self, spec: TrainSpec) -> None:
@@ -289,22 +289,35 @@ class Method:
         return 0
 
     @staticmethod
-    def run_key(method: str, spec: TrainSpec, data: TrainingData) -> str:
-        """The content key of a training run (the suite runner keys its cells the same way)."""
-        return content_key(train_run_config(method, spec, data.fingerprint()))
+    def run_key(method: str, spec: TrainSpec, data: TrainingData | str | None) -> str:
+        """The content key of a training run on ``data`` (or on data of this fingerprint); the suite runner
+        keys its cells the same way."""
+        fingerprint = data if data is None or isinstance(data, str) else data.fingerprint()
+        return content_key(train_run_config(method, spec, fingerprint))
+
+    @staticmethod
+    def named(name: str) -> Method:
+        """A fresh instance of the registered method ``name`` (how stages and compositions resolve names,
+        so the engine code that runs them needs no import of this module)."""
+        return get_method(name)
+
+    @classmethod
+    def overrides(cls, hook: str) -> bool:
+        """Whether this method replaces the base class's ``hook``."""
+        return getattr(cls, hook) is not getattr(Method, hook)
 
     # ------------------------------------------------------------------ train / encode
     def train(self, spec: TrainSpec, data: TrainingData, workdir: str | Path) -> Checkpoint:
         """Train (or resume, or return the finished run) in ``workdir``, after the declared stages
-        (:func:`harness.train.stages.train_run`; subclasses do not override this)."""
-        from harness.train.stages import train_run
+        (:func:`harness.method.stages.train_run`; subclasses do not override this)."""
+        from harness.method.stages import train_run
 
         return train_run(self, spec, data, workdir, cells_root=self.cells_root)
 
     def encoder(self, ckpt: Checkpoint, **kwargs: Any) -> Encoder:
         """The trained model as an :class:`~harness.encoders.base.Encoder` (``kwargs`` go to HFEncoder); a run
         that wrapped another method's loss (option ``base``) is read by that method's encoder."""
-        from harness.train.compose import base_of, run_options
+        from harness.method.compose import base_of, run_options
 
         base = base_of(run_options(ckpt))
         if base is not None and base != self.name:

@@ -5,7 +5,7 @@ that loss needs (its representation head, its batches, its encoder, its step sta
 (``uniform``), SPLADE's ranking loss + FLOPS (``splade``), a loss-only method of your own.  A
 *reweighting* method decides how those per-sample losses become the training loss: tDRO's transferred
 dataset weights, GroupDRO's and iDRO's cluster weights.  A method that accepts the option ``base``
-(its ``Options`` inherit :class:`BaseLossOptions`) wraps any base, so "GroupDRO around SPLADE" or
+(its ``Options`` inherit :class:`harness.recipe.BaseLossOptions`) wraps any base, so "GroupDRO around SPLADE" or
 "tDRO around the debiased loss" is a suite-file line, not a subclass::
 
     - id: debiased-groupdro
@@ -26,13 +26,13 @@ Stage 1 of tDRO measures with InfoNCE as the paper does; ``base`` applies to the
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError
-from harness.recipe import option
 
 if TYPE_CHECKING:
     import torch
@@ -45,17 +45,6 @@ if TYPE_CHECKING:
     from harness.train.result import Checkpoint
     from harness.train.spec import TrainSpec
     from harness.train.stages import DataStage, Prepared, Stage, StageResult
-
-
-@dataclasses.dataclass(frozen=True)
-class BaseLossOptions:
-    """The options of a method that can wrap another method's per-sample loss."""
-
-    base: str | None = option(None, doc="a registered method whose per-sample loss this method reweights "
-                                        "(none: the method's own loss)",
-                              source="harness default: the method's own loss, as its paper trains it")
-    base_options: dict = option({}, doc="the base method's own options",
-                                source="harness default: the base method's defaults")
 
 
 def base_of(options: Mapping[str, Any]) -> str | None:
@@ -78,18 +67,12 @@ class OptionsView:
         setattr(object.__getattribute__(self, "_ctx"), name, value)
 
 
-def _overrides(method: Method, hook: str) -> bool:
-    from harness.method import Method
-
-    return getattr(type(method), hook) is not getattr(Method, hook)
-
-
 class Composed:
     """``wrapper`` reweighting the per-sample losses of ``base`` (see the module docstring): what the
     trainer runs when a spec's method options name a ``base``."""
 
     def __init__(self, wrapper: Method, base: Method, base_options: Mapping[str, Any]) -> None:
-        if _overrides(wrapper, "make_batch") and _overrides(base, "make_batch"):
+        if wrapper.overrides("make_batch") and base.overrides("make_batch"):
             raise ConfigError(f"method {wrapper.name!r} builds its own batches and so does its base "
                               f"{base.name!r}: they cannot be combined")
         self.wrapper, self.base = wrapper, base
@@ -119,9 +102,7 @@ class Composed:
     # ---------------------------------------------------------------- the base's
     def _base_spec(self, spec: TrainSpec) -> TrainSpec:
         """``spec`` as the base reads it: its own options in ``method_options``."""
-        from harness.method import thawed
-
-        return dataclasses.replace(spec, method_options=thawed(self.base_options))
+        return dataclasses.replace(spec, method_options=copy.deepcopy(self.base_options))
 
     def representation_head(self, spec: TrainSpec) -> Any:
         return self.base.representation_head(self._base_spec(spec))
@@ -134,7 +115,7 @@ class Composed:
         self.wrapper.configure(ctx)
 
     def make_batch(self, examples: list[tuple[int, int]], ctx: TrainContext, micro_index: int) -> Batch:
-        owner = self.wrapper if _overrides(self.wrapper, "make_batch") else self.base
+        owner = self.wrapper if self.wrapper.overrides("make_batch") else self.base
         view = ctx if owner is self.wrapper else OptionsView(ctx, self.base_options)
         return owner.make_batch(examples, view, micro_index)      # type: ignore[arg-type]
 
@@ -172,11 +153,9 @@ def compose(method: Method, options: Mapping[str, Any]) -> Method | Composed:
     base = base_of(options)
     if base is None:
         return method
-    from harness.method import get_method
-
     if base == method.name:
         raise ConfigError(f"method {method.name!r}: base {base!r} is the method itself")
-    base_method = get_method(base)
+    base_method = method.named(base)
     if base_of(base_method.resolve_options(dict(options.get("base_options") or {}))):
         raise ConfigError(f"method {method.name!r}: base {base!r} wraps a base of its own; wrap one level at a time")
     return Composed(method, base_method, options.get("base_options") or {})
@@ -194,4 +173,4 @@ def run_options(ckpt: Checkpoint) -> dict[str, Any]:
     return dict(json.loads(path.read_text(encoding="utf-8")).get("spec", {}).get("method_options") or {})
 
 
-__all__ = ["BaseLossOptions", "Composed", "OptionsView", "base_of", "compose", "run_options"]
+__all__ = ["Composed", "OptionsView", "base_of", "compose", "run_options"]
