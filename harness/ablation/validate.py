@@ -40,6 +40,7 @@ from harness.method.compose import compose
 from harness.method.stages import flatten_stages
 from harness.metrics.names import parse_metric
 from harness.pipeline import LEXICAL_MODELS
+from harness.recipe import option_problems
 from harness.train.stages import Stage
 
 
@@ -187,6 +188,11 @@ def _variant(suite: AblationSuite, scale: str, i: int, problems: Problems, build
                 problems.add(keypath, f"variant {variant.id!r}: method {variant.method!r} has no option {name!r}"
                              + (f" (did you mean {hint!r}?)" if hint else "")
                              + f"; options: {', '.join(option_names) or '(none)'}", at=keypath + (name,))
+        # types, choices and ranges from the method's typed recipe, each at its option's own line
+        known_options = {k: v for k, v in options.items() if k in option_names}
+        for name, message in option_problems(method, known_options):
+            unknown_found = True
+            problems.add(keypath, f"variant {variant.id!r}: {message}", at=keypath + (name,))
     sweep = variant.sweep
     if sweep is not None and sweep.section == "options" and sweep.name not in option_names:
         unknown_found = True
