@@ -5,7 +5,7 @@ Public kernels, tensors in and out, pinned by the spec's oracles S1-S3:
 * :func:`splade_pool` ``(B, L, V) logits -> (B, V)`` weights
   ``w_j = max_i log(1 + relu(logit_ij))`` (or the sum) over the non-padding tokens; special
   tokens are kept, as naver/splade does.  The pooling itself lives in the engine's
-  representation head (:mod:`harness.train.heads`), so training and evaluation share one
+  representation head (:mod:`harness.encoders.heads`), so training and evaluation share one
   implementation; this module re-exports it under the method's public name.
 * :func:`flops_regularizer` ``sum_j (mean_i |w_ij|)^2`` and :func:`l1_regularizer`
   ``mean_i sum_j |w_ij|``.
@@ -16,7 +16,7 @@ Public kernels, tensors in and out, pinned by the spec's oracles S1-S3:
   ``lam`` at ``t = T``).  ``step`` counts scheduler calls from 1.
 
 :class:`Splade` (registered ``splade``) is the training method on the shared trainer: an
-``AutoModelForMaskedLM`` backbone behind the engine's :class:`~harness.train.heads.SparseHead`,
+``AutoModelForMaskedLM`` backbone behind the engine's :class:`~harness.encoders.heads.SparseHead`,
 InfoNCE over dot products with no temperature (in-batch negatives plus the rows' hard negative,
 the official ``InBatchPairwiseNLL``), and the regulariser ``lambda_q * R(Q) + lambda_d * R(D)``
 (FLOPS or L1) with the quadratic warm-up.  Choices (METHODS.md 4.1):

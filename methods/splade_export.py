@@ -67,7 +67,7 @@ def write_sparse_encoder_files(folder: str | Path, pooling: str = "max", max_len
         "model_type": "SparseEncoder", "__version__": {"sentence_transformers": _st_version()},
         "prompts": {"query": "", "document": ""}, "default_prompt_name": None, "similarity_fn_name": "dot"})
     (folder / POOLING_DIR).mkdir(exist_ok=True)
-    # relu then log1p, no chunking: the weights of harness.train.heads.splade_pool
+    # relu then log1p, no chunking: the weights of harness.encoders.heads.splade_pool
     atomic_write_json(folder / POOLING_DIR / "config.json", {"pooling_strategy": pooling,
                                                              "activation_function": "relu",
                                                              "word_embedding_dimension": vocab})

@@ -27,7 +27,7 @@ the finished stages by name):
 ``representation_head(spec)``
     before the model is built: the head that turns backbone outputs into
     representations (None: dense pooling as the spec says; e.g. a
-    :class:`~harness.train.heads.SparseHead` for SPLADE term weights).
+    :class:`~harness.encoders.heads.SparseHead` for SPLADE term weights).
 ``configure(ctx)``
     once, before training or resuming: read ``ctx.options``, register weight-vector
     optimizers (``ctx.add_weight_optimizer``), load a frozen model
@@ -87,9 +87,9 @@ if TYPE_CHECKING:  # imported lazily: listing methods must not import torch
 
     from harness.data.collections import TrainingData
     from harness.encoders.base import Encoder
+    from harness.encoders.heads import Head
     from harness.train.batching import Batch
     from harness.train.context import EncodedBatch, LossOutput, TrainContext
-    from harness.train.heads import Head
     from harness.train.spec import TrainSpec
     from harness.train.stages import DataStage, Prepared, Stage, StageResult
 

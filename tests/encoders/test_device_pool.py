@@ -184,4 +184,4 @@ def test_suite_encoding_devices_are_parsed_and_change_no_key(tmp_path):
         keys("bad", variant={"encoding": {"devices": "cuda:0,tpu"}})
     path = tmp_path / "bad.yaml"
     line = next(i for i, row in enumerate(path.read_text().splitlines(), start=1) if "cuda:0,tpu" in row)
-    assert f"bad.yaml:{line}: " in str(refused.value) and "unknown device 'tpu'" in str(refused.value)
+    assert f"bad.yaml:{line}:" in str(refused.value) and "unknown device 'tpu'" in str(refused.value)

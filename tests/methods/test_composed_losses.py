@@ -78,7 +78,7 @@ def test_a_suite_file_wraps_the_loss_with_tdro_and_groupdro(tmp_path):
 
 
 def test_groupdro_around_splade_reads_and_encodes_like_splade():
-    from harness.train.heads import SparseHead
+    from harness.encoders.heads import SparseHead
 
     groupdro = get_method("groupdro")
     composed = compose(groupdro, groupdro.resolve_options({"base": "splade", "base_options": {"lambda_q": 0.01}}))
