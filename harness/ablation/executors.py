@@ -32,10 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from harness.ablation.cells import TrainCell
+from harness.ablation.resolve import require_resolved
 from harness.ablation.runner import SuiteRun
+from harness.ablation.validate import load_validated
+from harness.data.collections import load_training_data
 from harness.errors import ConfigError
 from harness.io.paths import child_of
+from harness.method import get_method
 from harness.method.stages import PlannedStage, build_data_stage, flatten_stages, is_built, stage_key
+from harness.train.plan import estimate_gpu_hours
 from harness.train.stages import Stage
 
 log = logging.getLogger("harness.ablation")
@@ -64,9 +69,6 @@ def build_units(runner: SuiteRun, cells: Sequence[TrainCell] | None = None, *,
                 evaluations: bool = True) -> list[Unit]:
     """The units of ``cells`` (default: every training cell of the run), dependencies before the runs
     that need them; ``evaluations=False`` leaves the eval cells out (they need the benchmarks loaded)."""
-    from harness.method import get_method
-    from harness.train.plan import estimate_gpu_hours
-
     cells = list(runner.train_cells if cells is None else cells)
     units: dict[str, Unit] = {}
     train_keys = {c.key for c in runner.train_cells if c.trains}
@@ -145,16 +147,11 @@ def waves(units: Sequence[Unit]) -> list[list[Unit]]:
 # ---------------------------------------------------------------------- running one unit
 def run_unit(runner: SuiteRun, unit: Unit) -> None:
     """Run one unit in this process (claimed: a unit someone else runs is waited for and reused)."""
-    from harness.method import get_method
-
     if unit.kind == "train":
         runner.train(unit.cell)
     elif unit.kind == "eval":
         runner.evaluate(unit.cell)
     elif unit.kind == "dependency":
-        from harness.ablation.resolve import require_resolved
-        from harness.data.collections import load_training_data
-
         cell: TrainCell = unit.cell
         planned: PlannedStage = unit.dependency
         require_resolved(cell.data_entries, f"cell {cell.variant.id}: training data")
@@ -240,8 +237,6 @@ JobFunction = Callable[[str, str, str, "str | None", str], str]
 
 def run_cell_job(suite_arg: str, scale: str, results_root: str, cache_dir: str | None, key: str) -> str:
     """The function a submitit/Ray job runs: one unit by key, in a fresh process (or on another node)."""
-    from harness.ablation.validate import load_validated
-
     suite = load_validated(suite_arg, scale)
     runner = SuiteRun(suite, scale, results_root, cache_dir, progress=False)
     unit = find_unit(runner, key)
@@ -303,8 +298,6 @@ def _finished(runner: SuiteRun, unit: Unit) -> bool:
         return runner.is_evaluated(unit.cell)
     planned = unit.dependency
     if planned is not None and not isinstance(planned.stage, Stage):
-        from harness.method import get_method
-
         return is_built(get_method(planned.owner), planned.stage, unit.cell.data_fingerprint,
                         runner.root / "cells" / "train")
     return runner.is_trained_key(unit.key)

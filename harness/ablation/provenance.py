@@ -15,8 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.ablation.axes import System, baseline_system, replicates, suite_systems
+from harness.ablation.cells import merge_evaluation, replicate_spec
 from harness.ablation.problems import KeyPath
 from harness.ablation.spec import NO_TRAINING, AblationSuite
+from harness.method import get_method
+from harness.recipe import option_infos
+from harness.train.spec import TrainSpec
 
 # TrainSpec fields that are not settings of a system (set from elsewhere, or shown as their own setting)
 _NOT_SHOWN = ("model", "method_options", "save_every", "keep_checkpoints")
@@ -53,8 +57,6 @@ def _layered(suite: AblationSuite, layers: list[tuple[KeyPath, dict[str, Any]]],
 
 def system_settings(suite: AblationSuite, system: System, scale: str) -> dict[str, Setting]:
     """Every setting of ``system`` at ``scale`` with its source, by name (``train.lr``, ``options.k``, ...)."""
-    from harness.ablation.cells import merge_evaluation, replicate_spec
-
     cfg = suite.scale(scale)
     variant = system.variant
     i = suite.variants.index(variant)
@@ -73,9 +75,6 @@ def system_settings(suite: AblationSuite, system: System, scale: str) -> dict[st
     add("model", model, suite.source(keypath))
     sweep_at = where + ("sweep", "values", system.point) if system.point is not None else None
     if variant.method != NO_TRAINING:
-        from harness.method import get_method
-        from harness.train.spec import TrainSpec
-
         method = get_method(variant.method)
         replicate = replicates(suite, system, scale)[0]
         spec = replicate_spec(suite, replicate, scale, model)   # the name: resolving would build a synthetic model
@@ -135,7 +134,6 @@ def _option_sources(method: Any) -> dict[str, str]:
     declaration = getattr(method, "Options", None)
     if not isinstance(declaration, type) or not dataclasses.is_dataclass(declaration):
         return {}
-    from harness.recipe import option_infos
 
     try:
         return {info.name: info.source for info in option_infos(declaration)}

@@ -29,6 +29,10 @@ from typing import Any, ClassVar, Literal, Union
 
 from harness.ablation.problems import KeyPath, Problems
 from harness.errors import ConfigError
+from harness.io.paths import check_component
+from harness.retrieval.impact import check_quantization
+from harness.retrieval.sparse import check_backend
+from harness.train.spec import LoraSpec, TrainSpec, field_problems
 
 # Top-level keys starting with this are extension fields: holders for YAML anchors (``x-stage1: &stage1``).
 EXTENSION_PREFIX = "x-"
@@ -100,8 +104,6 @@ class SchemaReader:
 
     def component(self, value: str, keypath: KeyPath, what: str) -> bool:
         """Whether ``value`` is one safe path component (a problem at ``keypath`` if not)."""
-        from harness.io.paths import check_component
-
         try:
             check_component(value, what)
         except ConfigError as exc:
@@ -390,8 +392,6 @@ class Checkpoints:
 
 def read_train(value: Any, keypath: KeyPath, reader: SchemaReader) -> dict[str, Any]:
     """TrainSpec overrides: unknown fields and wrong types are problems (named with the expected type)."""
-    from harness.train.spec import LoraSpec, TrainSpec, field_problems
-
     data = reader.read(dict[str, Any], value, keypath)
     for key, message in field_problems(data):
         parts = tuple(key.split("."))
@@ -445,8 +445,6 @@ class SweepEntry(Section):
     values: list[Any] = setting(required=True, factory=list)
 
     def finish(self, keypath: KeyPath, reader: SchemaReader) -> Sweep | None:
-        from harness.train.spec import TrainSpec, field_problems
-
         param, values = self.param, self.values
         if param is None or not values:
             return None
@@ -488,7 +486,7 @@ def encoding_kwargs(encoding: dict[str, Any]) -> dict[str, Any]:
     :func:`harness.encoders.hf.encoding_options`; ``batch_size``: a positive integer); ConfigError otherwise."""
     if not encoding:
         return {}
-    from harness.encoders.hf import ENCODING_OPTIONS, encoding_options
+    from harness.encoders.hf import ENCODING_OPTIONS, encoding_options  # lazy (start-up speed): imports torch
 
     rest = {k: v for k, v in encoding.items() if k != "batch_size"}
     unknown = sorted(set(rest) - set(ENCODING_OPTIONS))
@@ -518,20 +516,16 @@ def read_encoding(value: Any, keypath: KeyPath, reader: SchemaReader) -> dict[st
 
 
 def _check_backend(name: str) -> None:
-    from harness.retrieval.sparse import check_backend
-
     check_backend(name)
 
 
 def _check_quantization(name: str) -> None:
-    from harness.retrieval.impact import check_quantization
-
     check_quantization(name)
 
 
 def _stats_choices(name: str) -> Callable[[], tuple[str, ...]]:
     def choices() -> tuple[str, ...]:
-        import harness.stats as stats
+        import harness.stats as stats  # lazy (start-up speed): imports scipy
 
         return tuple(getattr(stats, name))
 

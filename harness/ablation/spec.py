@@ -96,6 +96,7 @@ from harness.ablation.schema import (  # noqa: F401 (re-exported: the schema's n
     given,
     show,
 )
+from harness.ablation.yamlsafe import load_yaml
 from harness.errors import ConfigError, InputError
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "suites" / "ablations"
@@ -232,7 +233,7 @@ class AblationSuite:
     def stats_options(self):
         """The :class:`harness.stats.StatsOptions` of the suite's ``stats`` section (test, seed, resamples,
         missing); the section's ``correction``, ``alpha`` and ``aggregate`` are read where they apply."""
-        from harness.stats import StatsOptions
+        from harness.stats import StatsOptions  # lazy (start-up speed): imports scipy
 
         stats = self.stats
         given: dict[str, Any] = {}   # the section's values; StatsOptions' defaults stand for the rest
@@ -251,8 +252,6 @@ def list_suite_files(directory: Path = SUITES_DIR) -> dict[str, Path]:
 def load_suite(name_or_path: str | Path, problems: Problems | None = None) -> AblationSuite:
     """Load a suite by name (``suites/ablations/<name>.yaml``) or from a path.  With ``problems``, the
     file's problems are added there (for the caller to report with the plan's) instead of raised."""
-    from harness.ablation.yamlsafe import load_yaml
-
     path = Path(name_or_path)
     if not path.suffix:
         known = list_suite_files()
