@@ -17,6 +17,9 @@ from typing import Any
 import yaml
 
 from harness.errors import ConfigError
+from harness.train.outdir import check_training_folder
+from harness.train.spec import load_spec_file
+from harness.train.stages import Stage
 
 log = logging.getLogger("harness.train")
 
@@ -58,8 +61,6 @@ def _parse_sets(items: list[str]) -> dict[str, Any]:
 
 
 def build_spec(args, method):
-    from harness.train.spec import load_spec_file
-
     overrides: dict[str, Any] = {}
     if args.config:
         overrides.update(load_spec_file(args.config))
@@ -73,7 +74,7 @@ def build_spec(args, method):
 def build_data(args):
     from pathlib import Path
 
-    from harness.data.collections import is_beir_folder, load_training_data
+    from harness.data.collections import is_beir_folder, load_training_data  # lazy (start-up speed): imports numpy
 
     entries = []
     for path in args.data:
@@ -94,9 +95,7 @@ def check_out(out: str, method, spec, data) -> None:
     the harness, or a folder holding only ``deps/`` with the dependency runs of this very command (what an
     interrupted ``harness train`` of a method with dependencies leaves: rerunning it resumes there, and
     finished dependency runs are reused).  Another configuration's dependency runs are refused too."""
-    from harness.method.stages import flatten_stages
-    from harness.train.outdir import check_training_folder
-    from harness.train.stages import Stage
+    from harness.method.stages import flatten_stages  # lazy (start-up speed): imports numpy
 
     runs = {planned.key for planned in flatten_stages(method, spec, data.fingerprint())
             if isinstance(planned.stage, Stage)}
@@ -105,17 +104,17 @@ def check_out(out: str, method, spec, data) -> None:
 
 def run(args) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from harness.method import get_method
+    from harness.method import get_method  # lazy (start-up speed): imports numpy
 
     method = get_method(args.method)
     spec = build_spec(args, method)
     data = build_data(args)
     if args.dry_run:
-        from harness.train.plan import training_plan
+        from harness.train.plan import training_plan  # lazy (start-up speed): imports numpy
 
         world = int(os.environ.get("WORLD_SIZE", "1"))
         plan = training_plan(spec, data, method, world_size=world, peak_tflops=args.gpu_tflops, mfu=args.mfu)
-        from harness.method.stages import describe_stages
+        from harness.method.stages import describe_stages  # lazy (start-up speed): imports numpy
 
         stages = describe_stages(method, spec, data.fingerprint())
         if stages:          # listed only for a method that trains or builds something first

@@ -81,6 +81,8 @@ from harness.recipe import NoOptions, Preset, declaration_from_defaults, validat
 from harness.recipe import defaults as recipe_defaults
 from harness.registry import Registry
 from harness.train.result import Checkpoint
+from harness.train.spec import TrainSpec
+from harness.train.stages import Prepared
 
 if TYPE_CHECKING:  # imported lazily: listing methods must not import torch
     import torch
@@ -90,8 +92,7 @@ if TYPE_CHECKING:  # imported lazily: listing methods must not import torch
     from harness.encoders.heads import Head
     from harness.train.batching import Batch
     from harness.train.context import EncodedBatch, LossOutput, TrainContext
-    from harness.train.spec import TrainSpec
-    from harness.train.stages import DataStage, Prepared, Stage, StageResult
+    from harness.train.stages import DataStage, Stage, StageResult
 
 def check_choice(owner: str, option: str, value: Any, choices: Sequence[str]) -> None:
     """Refuse a method option outside ``choices``, naming the method, the option and the choices."""
@@ -165,8 +166,6 @@ class Method:
     @classmethod
     def spec(cls, scale: str = "tiny", **overrides: Any) -> TrainSpec:
         """The method's recipe at ``scale`` with ``overrides`` applied (``steps`` alone rescales the warmup)."""
-        from harness.train.spec import TrainSpec
-
         if scale not in cls.presets:
             known = ", ".join(cls.presets) or "(none)"
             raise ConfigError(f"method {cls.name!r} has no {scale!r} preset; scales: {known}")
@@ -219,7 +218,7 @@ class Method:
 
     def make_batch(self, examples: list[tuple[int, int]], ctx: TrainContext, micro_index: int) -> Batch:
         """This rank's tokenized micro-batch from the global draw ``examples`` ((source, row) pairs)."""
-        from harness.train.batching import default_batch
+        from harness.train.batching import default_batch  # lazy (start-up speed): imports torch
 
         return default_batch(examples, ctx, micro_index)
 
@@ -276,8 +275,6 @@ class Method:
     def prepare(self, spec: TrainSpec, data: TrainingData, stages: Mapping[str, StageResult]) -> Prepared:
         """What the trainer gets from the finished ``stages``: the data to train on, the initial dataset
         weights and values the hooks read as ``ctx.prepared`` (default: the data as given)."""
-        from harness.train.stages import Prepared
-
         return Prepared(data)
 
     def plan_notes(self, spec: TrainSpec) -> list[str]:
@@ -310,6 +307,7 @@ class Method:
     def train(self, spec: TrainSpec, data: TrainingData, workdir: str | Path) -> Checkpoint:
         """Train (or resume, or return the finished run) in ``workdir``, after the declared stages
         (:func:`harness.method.stages.train_run`; subclasses do not override this)."""
+        # lazy: harness.method.stages is a submodule of this package (import cycle)
         from harness.method.stages import train_run
 
         return train_run(self, spec, data, workdir, cells_root=self.cells_root)
@@ -317,12 +315,13 @@ class Method:
     def encoder(self, ckpt: Checkpoint, **kwargs: Any) -> Encoder:
         """The trained model as an :class:`~harness.encoders.base.Encoder` (``kwargs`` go to HFEncoder); a run
         that wrapped another method's loss (option ``base``) is read by that method's encoder."""
+        # lazy: harness.method.compose is a submodule of this package (import cycle)
         from harness.method.compose import base_of, run_options
 
         base = base_of(run_options(ckpt))
         if base is not None and base != self.name:
             return get_method(base).encoder(ckpt, **kwargs)
-        from harness.encoders.hf import HFEncoder
+        from harness.encoders.hf import HFEncoder  # lazy (start-up speed): imports torch
 
         return HFEncoder(str(ckpt.path), **kwargs)
 

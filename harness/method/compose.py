@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError
+from harness.train.outdir import RUN_FILE
 
 if TYPE_CHECKING:
     import torch
@@ -164,8 +165,6 @@ def compose(method: Method, options: Mapping[str, Any]) -> Method | Composed:
 def run_options(ckpt: Checkpoint) -> dict[str, Any]:
     """The method options a finished run was trained with (its ``run.json``)."""
     import json
-
-    from harness.train.outdir import RUN_FILE
 
     path = Path(ckpt.workdir) / RUN_FILE
     if not path.is_file():

@@ -30,8 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.encoders.cache import cache_root
+from harness.io import atomic_write_json
 from harness.io.claims import claim
 from harness.keys import content_key
+from harness.method.compose import compose
 from harness.train.outdir import DEPS_DIR, check_training_folder
 from harness.train.result import DONE_FILE, Checkpoint
 from harness.train.stages import DataStage, Stage, StageResult
@@ -107,7 +110,6 @@ def data_stage_root(stage: DataStage, cells_root: Path | None) -> Path:
     """Where a data stage builds: beside the runner's training cells, else under the cache root."""
     if cells_root is not None:
         return Path(cells_root).parent / stage.name
-    from harness.encoders.cache import cache_root
 
     return cache_root() / stage.name
 
@@ -157,8 +159,6 @@ def build_data_stage(owner: Method, stage: DataStage, spec: TrainSpec, data: Tra
     """Build (or find built) a data stage of ``owner`` and record it as built."""
     import json
 
-    from harness.io import atomic_write_json
-
     root = data_stage_root(stage, cells_root)
     key = stage_key(owner, stage, data.fingerprint())
     record = root / f"{key}{STAGE_RECORD_SUFFIX}"
@@ -196,8 +196,7 @@ def train_run(method: Method, spec: TrainSpec, data: TrainingData, workdir: str 
 
 def _train_claimed(method: Method, spec: TrainSpec, data: TrainingData, workdir: Path,
                    cells_root: Path | None) -> tuple[Checkpoint, list[Path]]:
-    from harness.method.compose import compose
-    from harness.train.trainer import Trainer
+    from harness.train.trainer import Trainer  # lazy (start-up speed): imports torch
 
     # around another method's per-sample loss when the options name a ``base`` (harness.train.compose)
     runner = compose(method, method.resolve_options(dict(spec.method_options)))

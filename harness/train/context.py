@@ -31,6 +31,7 @@ from harness.train import distributed as D
 from harness.train.batching import Batch, TrainBatch, tokenize_batch
 from harness.train.encoding import encode_chunks
 from harness.train.losses import candidate_info_nce, candidate_mask, similarity_scores
+from harness.train.model import load_frozen_model
 
 if TYPE_CHECKING:
     from harness.data.collections import TrainingData
@@ -252,8 +253,6 @@ class TrainContext:
     # ---------------------------------------------------------------- frozen second model
     def load_frozen_model(self, name: str) -> FrozenModel:
         """Load a frozen encoder (alias, path, trained folder or LoRA adapter) on this device."""
-        from harness.train.model import load_frozen_model
-
         model, tokenizer, enc = load_frozen_model(name, self.spec)
         return FrozenModel(model.to(self.device), tokenizer, enc)
 

@@ -47,6 +47,7 @@ from harness.train.context import TrainContext
 from harness.train.logs import LOG_FILE, TrainLogger, read_log
 from harness.train.model import build_model, encoder_settings, load_weights, save_model
 from harness.train.outdir import DEPS_DIR, RUN_FILE, check_training_folder
+from harness.train.result import DONE_FILE, Checkpoint
 from harness.train.samplers import WeightedSampler
 from harness.train.schedule import make_scheduler
 from harness.train.spec import TrainSpec
@@ -144,8 +145,6 @@ class Trainer:
     # ------------------------------------------------------------------ main loop
     def run(self):
         """Train to ``spec.steps`` (resuming from the newest checkpoint) and return the finished run."""
-        from harness.train.result import DONE_FILE, Checkpoint
-
         if (self.workdir / DONE_FILE).exists():
             self._check_workdir()
             return Checkpoint.load(self.workdir)
@@ -344,8 +343,6 @@ class Trainer:
         return step
 
     def _finish(self, seconds: float):
-        from harness.train.result import DONE_FILE, Checkpoint
-
         spec, acc = self.spec, self.acc
         if acc.is_main_process:
             merge = spec.lora is not None and spec.lora.merge_on_save
