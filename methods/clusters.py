@@ -43,9 +43,11 @@ import torch
 import torch.nn.functional as F
 
 from harness.errors import ConfigError
+from harness.io.atomic import atomic_write
 from harness.method import Method
 from harness.recipe import BaseLossOptions, defaults, option, rebased
 from harness.train.api import AnceNegatives, DataStage, Stage, encode_texts
+from methods.coco import Coco
 from methods.uniform import _PAPER, _SMALL, _TINY, Uniform
 
 if TYPE_CHECKING:
@@ -206,7 +208,6 @@ class ClusterDRO(Method):
             given = sorted(coco) if isinstance(coco, Mapping) else type(coco).__name__
             raise ConfigError(f"method {self.name!r}: option coco must be a mapping with keys "
                               f"{', '.join(COCO_KEYS)}; got {given}")
-        from methods.coco import Coco
 
         train = dict(coco.get("train") or {})
         return Coco.spec(str(coco.get("preset", "tiny")), **{"model": spec.model, "seed": spec.seed, **train,
@@ -369,8 +370,6 @@ class ClusterDRO(Method):
 
 def write_trace(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """The per-step trace as one ``.npz`` (rows = optimizer steps 1..n), written atomically."""
-    from harness.io.atomic import atomic_write
-
     with atomic_write(path, "wb", encoding=None) as handle:
         payload: dict[str, Any] = {"steps": np.arange(1, len(arrays["weights"]) + 1), **arrays}
         np.savez(handle, **payload)

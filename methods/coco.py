@@ -49,11 +49,19 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from harness.encoders.backbone import tokenize
+from harness.encoders.backbone import resolve_model, tokenize
 from harness.errors import ConfigError
 from harness.method import Method, register_method
 from harness.recipe import option, rebased
-from harness.train.api import Prepared, StageResult, ViewBatch, all_gather_with_grad, all_reduce_sum, is_distributed
+from harness.train.api import (
+    Prepared,
+    StageResult,
+    ViewBatch,
+    all_gather_with_grad,
+    all_reduce_sum,
+    is_distributed,
+    resolved_encoding,
+)
 from methods.coco_mlm import MlmDenseHead, check_mlm_backbone, mask_tokens, mlm_loss_sum
 from methods.coco_spans import span_sources
 from methods.uniform import _PAPER, _SMALL, _TINY, Uniform
@@ -159,8 +167,6 @@ class Coco(Method):
         """The span sources of the corpora in ``spec.method_options`` (chunked with the model's tokenizer)."""
         from transformers import AutoTokenizer
 
-        from harness.encoders.backbone import resolve_model
-
         options = self.resolve_options(dict(spec.method_options))
         tokenizer = AutoTokenizer.from_pretrained(resolve_model(spec.model)[0])
         return span_sources([str(c) for c in options["corpora"]], tokenizer, span_tokens=int(options["span_tokens"]),
@@ -183,7 +189,6 @@ class Coco(Method):
     def representation_head(self, spec: TrainSpec) -> Head | None:
         if self.mlm_weight(spec) == 0:
             return None
-        from harness.train.api import resolved_encoding
 
         check_mlm_backbone(spec.model)
         enc = resolved_encoding(spec)

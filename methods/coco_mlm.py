@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.encoders.backbone import resolve_model
 from harness.encoders.heads import DenseHead
 from harness.errors import ConfigError
 from harness.train.api import is_distributed
@@ -69,8 +70,6 @@ class MlmDenseHead(DenseHead):
 
 def check_mlm_backbone(name: str, method: str = "coco") -> None:
     """Refuse a model folder whose saved architecture has no masked-LM head (e.g. ``BertModel``)."""
-    from harness.encoders.backbone import resolve_model
-
     path, _ = resolve_model(name)
     config = Path(path) / "config.json"
     if not config.is_file():

@@ -34,10 +34,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, InputError
+from harness.io import atomic_write, atomic_write_json
 from harness.method import Method, register_method
 from harness.recipe import option, preset, rebased
-from harness.train.api import reduce_losses
+from harness.train.api import LOG_FILE, read_log, reduce_losses
 
 if TYPE_CHECKING:
     from harness.train.api import LossOutput, TrainContext
@@ -386,9 +387,6 @@ class PEG(Method):
 
     def export(self, ctx: TrainContext, directory: Path) -> None:
         """``peg_state.json`` (final t, options), the progressive-state plot, and the w_q records if asked."""
-        from harness.io import atomic_write, atomic_write_json
-        from harness.train.api import LOG_FILE, read_log
-
         atomic_write_json(directory / "peg_state.json", {"t": self.t, "batches": self.batches, "tau": self.tau,
                                                          "options": self.options})
         if self.options["record_query_weights"]:
@@ -408,7 +406,7 @@ _SUMS = ("queries", "above", "sum_w", "negatives", "modulated", "emphasised", "d
 
 def progressive_state_figure(records: list[dict[str, Any]], stem: str | Path, label: str = "PEG") -> list[Path]:
     """Plot t, sigma and the down-weighted / modulated / emphasised / damped shares over steps (PNG + PDF)."""
-    from reports.plots import save_figure, training_curves_figure
+    from reports.plots import save_figure, training_curves_figure  # lazy (start-up speed): imports matplotlib
 
     fig = training_curves_figure({label: records}, scalars=PLOTTED, height_per_scalar=2.0)
     return save_figure(fig, stem)
@@ -416,8 +414,6 @@ def progressive_state_figure(records: list[dict[str, Any]], stem: str | Path, la
 
 def read_query_weights(path: str | Path) -> list[dict[str, Any]]:
     """The ``query_weights.tsv`` a run with ``record_query_weights`` wrote (one dict per query and batch)."""
-    from harness.errors import InputError
-
     path = Path(path)
     lines = path.read_text(encoding="utf-8").splitlines()
     if not lines or lines[0].split("\t") != ["step", "source", "row", "pos_sim", "w"]:

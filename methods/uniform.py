@@ -27,6 +27,7 @@ scale; Qwen1.5's config has none.
 """
 from __future__ import annotations
 
+from harness.errors import ConfigError
 from harness.method import Method, register_method
 from harness.recipe import preset, rebased
 
@@ -93,8 +94,6 @@ class Uniform(Method):
 
     def dataset_weights(self, spec, data):
         if spec.dataset_weights is not None and len(set(spec.dataset_weights.values())) > 1:
-            from harness.errors import ConfigError
-
             raise ConfigError("the uniform method samples every source equally; dataset_weights "
                               f"{spec.dataset_weights} belong to a reweighting method")
         return super().dataset_weights(spec, data)

@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.data.beir import Queries
-from methods.mining.generate import GenerationStats, TextCache, TextGenerator, generate_texts
+from methods.mining.generate import (
+    GENERATION_SAMPLING,
+    GENERATION_VERSION,
+    GenerationStats,
+    TextCache,
+    TextGenerator,
+    generate_texts,
+)
 from methods.mining.judge import JudgeStats
 from methods.mining.judge_filter import JudgeFilter, RowJudgement, judge_rows, reference_positive
 
@@ -41,8 +48,6 @@ class Generation:
     stats: GenerationStats = field(default_factory=GenerationStats)
 
     def config(self) -> dict[str, Any]:
-        from methods.mining.generate import GENERATION_SAMPLING, GENERATION_VERSION
-
         return {"generator": self.generator.identity(), "prompt_version": GENERATION_VERSION,
                 "sampling": [GENERATION_SAMPLING.top_p, GENERATION_SAMPLING.temperature]}
 

@@ -29,7 +29,9 @@ from typing import Any, Protocol
 from harness.errors import ConfigError
 from harness.io import atomic_write, atomic_write_json
 from harness.keys import content_key
-from methods.mining.judge import Reply, Sampling, vote_seed
+from methods.mining.judge import Reply, Sampling, Triple, vote_seed
+from methods.mining.judge_hf import TransformersJudge
+from methods.mining.judge_spec import make_judge
 
 GENERATION_VERSION = "004-gen-v1"
 # Paper 004's released generation scripts sample with temperature 0.7, top_p 0.9.
@@ -86,12 +88,8 @@ def make_generator(spec: str, *, max_new_tokens: int = 256, batch_size: int = 8,
         return StandInGenerator()
     kind, _, rest = spec.partition(":")
     if kind == "transformers" and rest:
-        from methods.mining.judge_hf import TransformersJudge
-
         return TransformersJudge(rest, max_new_tokens=max_new_tokens, batch_size=batch_size, stop_on_label=False)
     if kind in ("openai", "vllm") and rest:
-        from methods.mining.judge_spec import make_judge
-
         judge = make_judge(spec, max_tokens=max_new_tokens, max_new_tokens=max_new_tokens, **options)
         assert judge is not None
         return judge     # type: ignore[return-value]  # a PromptJudge: complete() and identity()
@@ -201,8 +199,6 @@ def generate_texts(gen: TextGenerator, step: str, inputs: Sequence[str], *, seed
 
 
 def _as_triple(step: str, text: str):
-    from methods.mining.judge import Triple
-
     return Triple(step, text, "")
 
 

@@ -7,6 +7,9 @@ from typing import Any
 
 from harness.errors import ConfigError
 from methods.mining.judge import Judge, StandInJudge
+from methods.mining.judge_hf import TransformersJudge
+from methods.mining.judge_openai import OpenAIJudge
+from methods.mining.judge_vllm import VLLMJudge
 
 JUDGE_SPECS = "none | stand-in | transformers:<model> | openai:<base url>#<model> | vllm:<model>"
 
@@ -22,21 +25,16 @@ def make_judge(spec: str, **options: Any) -> Judge | None:
     if spec == "stand-in":
         return StandInJudge()
     if kind == "transformers" and rest:
-        from methods.mining.judge_hf import TransformersJudge
-
         hf_keys = ("mode", "max_new_tokens", "batch_size")
         return TransformersJudge(rest, **{k: v for k, v in options.items() if k in hf_keys and v is not None})
     if kind == "openai" and rest:
         url, sep, model = rest.rpartition("#")
         if not sep or not url or not model:
             raise ConfigError(f"openai judge spec must be openai:<base url>#<model>, got {spec!r}")
-        from methods.mining.judge_openai import OpenAIJudge
 
         http_keys = ("max_tokens", "rate", "workers", "retries", "timeout")
         return OpenAIJudge(url, model, **{k: v for k, v in options.items() if k in http_keys and v is not None})
     if kind == "vllm" and rest:
-        from methods.mining.judge_vllm import VLLMJudge
-
         vllm_keys = ("max_tokens", "tensor_parallel_size", "max_model_len", "dtype")
         return VLLMJudge(rest, **{k: v for k, v in options.items() if k in vllm_keys and v is not None})
     raise ConfigError(f"unknown judge {spec!r}; expected {JUDGE_SPECS}")

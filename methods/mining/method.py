@@ -49,19 +49,35 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from harness.data.beir import read_corpus
+from harness.data.collections import TrainingData
+from harness.data.training import read_training_rows
+from harness.encoders.cache import cache_root
 from harness.errors import ConfigError
+from harness.io import atomic_write_json
+from harness.io.claims import claim
+from harness.io.paths import check_component
+from harness.keys import content_key
 from harness.method import Method, register_method
 from harness.recipe import BaseLossOptions, option
-from harness.retrieval.pool import FUSIONS
-from harness.train.api import DataStage, Prepared, Stage, StageResult
+from harness.retrieval.bm25 import resolve_language
+from harness.retrieval.pool import FUSIONS, CandidatePool, DenseSource, named_sources
+from harness.train.api import DataStage, Prepared, Stage, StageResult, build_batch, tokenize_batch
 from methods.mining.batches import WEIGHT_MODES, language_topic_batches, loss_weights
-from methods.mining.judge_spec import JUDGE_SPECS
+from methods.mining.fill import Generation
+from methods.mining.generate import TextCache, make_generator
+from methods.mining.judge_cache import VoteCache
+from methods.mining.judge_filter import JudgeFilter
+from methods.mining.judge_spec import JUDGE_SPECS, make_judge
+from methods.mining.plan import describe, mining_estimate
+from methods.mining.rows import MiningSettings, mine_rows, passage_id
 from methods.mining.selection import POS_AGGREGATES, STRATEGIES
+from methods.mining.topics import language_labels, topic_labels
 from methods.mining.votes import FILTER_MODES
 from methods.uniform import Uniform
 
 if TYPE_CHECKING:
-    from harness.data.collections import TrainingData, TrainingSource
+    from harness.data.collections import TrainingSource
     from harness.train.api import TrainSpec
 
 log = logging.getLogger(__name__)
@@ -190,7 +206,6 @@ def truth_statistics(provenance: Sequence[Mapping[str, Any]], rows, truth: Mappi
     by_id = {t["id"]: t for t in truth.get("train", [])}
     for domain in (truth.get("domains") or {}).values():     # a synthetic world's truth.json
         by_id.update({t["id"]: t for t in domain.get("train", [])})
-    from methods.mining.rows import passage_id
 
     tp = fp = fn = 0
     planted_total = planted_candidates = planted_selected = 0
@@ -254,8 +269,6 @@ class Mined(Method):
     def plan_notes(self, spec: TrainSpec) -> list[str]:
         """The mining estimate of a dry run, for ``plan_queries`` queries over ``plan_docs`` documents
         (the sizes of data a dry run may not have; :mod:`methods.mining.plan`)."""
-        from methods.mining.plan import describe, mining_estimate
-
         opts = self.resolve_options(dict(spec.method_options))
         if not opts["mine"] or not opts["plan_queries"] or not opts["plan_docs"]:
             return []
@@ -264,9 +277,6 @@ class Mined(Method):
     # ------------------------------------------------------------------ stage 1: mining
     def _pool(self, src: TrainingSource, root: Path, mining: Mapping[str, Any]) -> tuple[Path, Path, str]:
         """The folder, rows file and key of one source's mined pool under ``root``."""
-        from harness.io.paths import check_component
-        from harness.keys import content_key
-
         key = content_key({"format": self.revision, "source": src.fingerprint, "name": src.name, "mining": mining})
         folder = root / key
         # the pool's files are named after the source (a domains.json key, a data entry's name): one component
@@ -275,8 +285,6 @@ class Mined(Method):
     def build_stage(self, stage: DataStage, spec: TrainSpec, data: TrainingData, root: Path) -> None:
         """Mine every source whose pool does not exist yet (one claimed folder per source: variants that mine
         a source alike share it, and a killed mining run resumes)."""
-        from harness.io.claims import claim
-
         opts = self.resolve_options(dict(spec.method_options))
         for src in data.sources:
             folder, out, _ = self._pool(src, root, stage.config)
@@ -287,9 +295,6 @@ class Mined(Method):
     def mined_data(self, data: TrainingData, stage: StageResult,
                    opts: Mapping[str, Any]) -> tuple[TrainingData, dict[str, Any]]:
         """The training data with the mined negatives of the built stage, and the mining report."""
-        from harness.data.collections import TrainingData
-        from harness.data.training import read_training_rows
-
         assert isinstance(stage.stage, DataStage)
         mining = dict(stage.stage.config)
         sources = []
@@ -314,16 +319,6 @@ class Mined(Method):
         return TrainingData(sources), report_all
 
     def _mine_source(self, src: TrainingSource, out: Path, opts: dict[str, Any]) -> None:
-        from harness.data.beir import read_corpus
-        from harness.encoders.cache import cache_root
-        from harness.retrieval.pool import CandidatePool, named_sources
-        from methods.mining.fill import Generation
-        from methods.mining.generate import TextCache, make_generator
-        from methods.mining.judge_cache import VoteCache
-        from methods.mining.judge_filter import JudgeFilter
-        from methods.mining.judge_spec import make_judge
-        from methods.mining.rows import MiningSettings, mine_rows
-
         settings = MiningSettings(strategy=opts["strategy"], k=opts["k"], shift=opts["shift"], window=opts["window"],
                                   threshold=opts["threshold"], margin=opts["margin"], percent=opts["percent"],
                                   pos_agg=opts["pos_agg"], seed=opts["mining_seed"])
@@ -365,8 +360,6 @@ class Mined(Method):
     def _bm25_language(src: TrainingSource, option: Any) -> str:
         """BM25's analyzer: the option (one code or ``{source: code}``), else the source's language when
         it has one BM25 knows, else whitespace tokenisation (the ``sw`` analyzer) for mixed sources."""
-        from harness.retrieval.bm25 import resolve_language
-
         given = option.get(src.name) if isinstance(option, Mapping) else option
         if given:
             return str(given)
@@ -392,7 +385,6 @@ class Mined(Method):
         """Each training row's (source, row), language and topic, and the loss weights (none needed: empty)."""
         if opts["batches"] == "sampler" and opts["weights"] == "none":
             return {}
-        from methods.mining.topics import language_labels, topic_labels
 
         examples: list[tuple[int, int]] = []
         languages: list[str] = []
@@ -418,8 +410,6 @@ class Mined(Method):
 
     @staticmethod
     def _query_embedder(opts: dict[str, Any], spec: TrainSpec):
-        from harness.retrieval.pool import DenseSource, named_sources
-
         name = opts["topic_model"] or next((r for r in opts["retrievers"] if str(r).lower() != "bm25"), None)
         if name is None:
             raise ConfigError("mined: topics: kmeans needs a dense model (topic_model, or a dense retriever)")
@@ -467,7 +457,6 @@ class Mined(Method):
     def make_batch(self, examples: list[tuple[int, int]], ctx, micro_index: int):
         if ctx.options["batches"] != "language_topic":
             return super().make_batch(examples, ctx, micro_index)
-        from harness.train.api import build_batch, tokenize_batch
 
         size = len(examples)
         per_epoch = len(self._epoch(0, size, ctx.spec.seed))     # the same count every epoch
@@ -504,8 +493,6 @@ class Mined(Method):
 
     # ------------------------------------------------------------------ outputs
     def export(self, ctx, directory: Path) -> None:
-        from harness.io import atomic_write_json
-
         if self._mining:
             atomic_write_json(directory / "mining.json", self._mining)
         if self._examples:
