@@ -32,10 +32,21 @@ from typing import Any
 
 import numpy as np
 
+from harness.data import load_beir
 from harness.encoders.heads import AGGREGATIONS
 from harness.encoders.refs import resolve_model
+from harness.encoders.settings import read_encoder_config
+from harness.encoders.sparse import is_sparse_model, load_sparse_encoder
+from harness.encoders.sparse_cache import encode_corpus_sparse
 from harness.errors import ConfigError
 from harness.io import atomic_dir, atomic_write_json
+from harness.retrieval.impact import (
+    QUANTIZATIONS,
+    _check_vocabulary,
+    check_quantization,
+    quantize,
+    write_vector_collection,
+)
 
 MLM_MODULE = "sentence_transformers.sparse_encoder.models.MLMTransformer"
 POOLING_MODULE = "sentence_transformers.sparse_encoder.models.SpladePooling"
@@ -78,8 +89,6 @@ def export_sparse_encoder(model: str, out: str | Path, *, pooling: str | None = 
                           max_length: int | None = None, overwrite: bool = False) -> Path:
     """Copy the MLM folder of ``model`` (alias, folder or trained run) to ``out`` with the ``SparseEncoder``
     files; pooling and max length default to the model's own (``harness_encoder.json``, alias defaults)."""
-    from harness.encoders.settings import read_encoder_config
-
     path, defaults = resolve_model(model)
     source = Path(path)
     if not source.is_dir():
@@ -101,8 +110,6 @@ def export_sparse_encoder(model: str, out: str | Path, *, pooling: str | None = 
 
 
 def _vector_lines(ids: list[str], vectors: Any, vocab: list[str], quantization: str) -> tuple[list[str], int]:
-    from harness.retrieval.impact import quantize
-
     impacts = quantize(np.asarray(vectors.data), quantization)
     indptr, indices = np.asarray(vectors.indptr), np.asarray(vectors.indices)
     lines, dropped = [], 0
@@ -119,10 +126,6 @@ def export_json_vector_collection(model: str, corpus: Any, out: str | Path, *, q
                                   overwrite: bool = False, **encoder_options: Any) -> dict[str, Any]:
     """Encode ``corpus`` (and ``queries``) with the sparse ``model`` into an Anserini-ready folder ``out``;
     returns what ``export.json`` records.  The corpus weights come from (and go to) the sparse cache."""
-    from harness.encoders.sparse import is_sparse_model, load_sparse_encoder
-    from harness.encoders.sparse_cache import encode_corpus_sparse
-    from harness.retrieval.impact import QUANTIZATIONS, _check_vocabulary, check_quantization, write_vector_collection
-
     check_quantization(quantization)
     if not is_sparse_model(model):
         raise ConfigError(f"model {model!r} is not a sparse (SPLADE) model: no sparse alias, harness_encoder.json "
@@ -166,7 +169,6 @@ def main(argv: list[str] | None = None) -> int:
         print(export_sparse_encoder(args.model, args.out, pooling=args.pooling, max_length=args.max_length,
                                     overwrite=args.overwrite))
         return 0
-    from harness.data import load_beir
 
     dataset = load_beir(args.dataset_dir, args.split)
     info = export_json_vector_collection(args.model, dataset.corpus, args.out, queries=dataset.queries,

@@ -52,16 +52,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.errors import ConfigError
-from harness.method import Method, register_method
+from harness.io import atomic_write_json
+from harness.method import Method, get_method, register_method
 from harness.recipe import BaseLossOptions, option
-from harness.train.api import DataStage, Prepared, Stage, StageResult
+from harness.train.api import DataStage, Prepared, Stage, StageResult, TrainSpec
 from methods.uniform import Uniform
 
 if TYPE_CHECKING:
     import torch
 
     from harness.data.collections import TrainingData
-    from harness.train.api import TrainSpec
 
 MEASURES = ("relative", "excess", "proxy")
 MODES = ("code", "paper")
@@ -242,8 +242,6 @@ def transfer_plan(weights: Sequence[float] | np.ndarray, transfer: str, percent:
 # ---------------------------------------------------------------------------------------------- specs
 def spec_with(spec: TrainSpec, changes: Mapping[str, Any], method_options: dict[str, Any]) -> TrainSpec:
     """``spec`` with ``changes`` and *replaced* method options (``TrainSpec.replace`` would merge them)."""
-    from harness.train.api import TrainSpec
-
     data = spec.to_dict()
     for key, value in changes.items():
         if key == "lora" and isinstance(value, Mapping) and data.get("lora"):
@@ -363,7 +361,6 @@ class Tdro(Method):
         opts = self.resolve_options(dict(spec.method_options))
         if opts["weights"] is not None:
             return []
-        from harness.method import get_method
 
         s1 = stage1_spec(spec, opts)
         return [Stage("stage1", f"stage 1 (tdro-weights, {opts['measure']})", "tdro-weights", s1,
@@ -422,8 +419,6 @@ class Tdro(Method):
         return (self._multiplier_tensor[out.group_ids] * out.losses).mean()
 
     def export(self, ctx, directory: Path) -> None:
-        from harness.io import atomic_write_json
-
         opts, prepared = ctx.options, ctx.prepared
         names = list(ctx.data.names)
         sampling = prepared["sampling"]

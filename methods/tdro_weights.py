@@ -35,9 +35,10 @@ from typing import Any
 import numpy as np
 
 from harness.errors import ConfigError
+from harness.io import atomic_write, atomic_write_json
 from harness.method import Method, register_method, thawed
 from harness.recipe import Preset, option, rebased
-from harness.train.api import DataStage, Stage
+from harness.train.api import DataStage, Stage, TrainSpec, all_gather_nograd, encode_chunks, resolved_encoding
 from methods.tdro import (
     STAGE1_DEFAULTS,
     STAGE1_FIXED,
@@ -46,6 +47,7 @@ from methods.tdro import (
     group_measurements,
     select_bottom,
     select_top,
+    spec_with,
     weighted_proxy_loss,
 )
 from methods.uniform import Uniform
@@ -114,16 +116,12 @@ class TdroWeights(Method):
     # ------------------------------------------------------------------ reference
     def default_reference(self, spec) -> dict[str, Any]:
         """The uniform recipe's batching and negatives on this spec (used when ``reference`` is not given)."""
-        from methods.tdro import spec_with
-
         changes = {"sampling": "homogeneous", "in_batch_negatives": True, "cross_batch_negatives": True,
                    "n_hard_negatives": 1, "grad_accum": 1, "dataset_weights": None}
         return spec_with(spec, changes, {}).config_dict()
 
     def stages(self, spec) -> list[Stage | DataStage]:
         """The uniform reference run (unless ``measure: proxy`` or a finished ``reference_model``)."""
-        from harness.train.api import TrainSpec
-
         opts = self.resolve_options(dict(spec.method_options))
         if opts["measure"] == "proxy" or opts["reference_model"]:
             return []
@@ -169,8 +167,6 @@ class TdroWeights(Method):
     def reference_losses(self, ctx):
         """Per-sample losses of the frozen reference on the current micro-batch (no grad)."""
         import torch
-
-        from harness.train.api import all_gather_nograd, encode_chunks
 
         if not self.reuse_tokens:
             return ctx.frozen_losses(self.frozen)
@@ -258,8 +254,7 @@ class TdroWeights(Method):
     def export(self, ctx, directory: Path) -> None:
         import json
 
-        from harness.io import atomic_write, atomic_write_json
-        from reports.plots import dataset_weight_figure, save_figure
+        from reports.plots import dataset_weight_figure, save_figure  # lazy (start-up speed): imports matplotlib
 
         names = list(ctx.data.names)
         final = self.alpha()
@@ -289,6 +284,4 @@ class TdroWeights(Method):
 
 
 def _append_eos(ctx) -> bool:
-    from harness.train.api import resolved_encoding
-
     return bool(resolved_encoding(ctx.spec)["append_eos"])
