@@ -69,14 +69,16 @@ from harness.encoders.echo_inputs import (
     text_token_ids,
 )
 from harness.encoders.heads import MarkedSparseHead
-from harness.encoders.sparse_echo import EchoSettings, check_causal_lm
+from harness.encoders.sparse import EchoSparseEncoder
+from harness.encoders.sparse_echo import EchoSettings, check_causal_lm, write_echo_settings
 from harness.errors import ConfigError
+from harness.io import atomic_write_json
 from harness.method import register_method
 from harness.recipe import option, rebased
+from harness.train.api import FINAL_DIR, build_batch
 from methods.splade import Splade, SpladeOptions
 
 if TYPE_CHECKING:
-    from harness.encoders.sparse import EchoSparseEncoder
     from harness.train.api import Checkpoint, TrainBatch, TrainContext, TrainSpec
 
 log = logging.getLogger(__name__)
@@ -388,8 +390,6 @@ class EchoSplade(Splade):
 
     def make_batch(self, examples: list[tuple[int, int]], ctx: TrainContext, micro_index: int) -> TrainBatch:
         """The default rows (queries, positives, negatives), filled into the echo templates with marked masks."""
-        from harness.train.api import build_batch
-
         batch = build_batch(examples, ctx.data, ctx.spec, micro_index, ctx.rank, ctx.world_size)
         o = self.options
         for view, texts, side, length, prompt in (
@@ -404,10 +404,6 @@ class EchoSplade(Splade):
     def export(self, ctx: TrainContext, directory: Path) -> None:
         """``echo_splade.json`` (options, lambdas, tuning, tied head, frozen check, interpretability before and
         after) and ``harness_echo.json`` in ``final/`` (how the trained model reads texts)."""
-        from harness.encoders.sparse_echo import write_echo_settings
-        from harness.io import atomic_write_json
-        from harness.train.api import FINAL_DIR
-
         lam_q, lam_d = self.lambdas(max(self.calls, 1))
         digests = {n: _digest(m) for n, m in frozen_modules(ctx.model.backbone).items()}
         record = dict(self.record)
@@ -425,8 +421,6 @@ class EchoSplade(Splade):
 
     def encoder(self, ckpt: Checkpoint, **kwargs: Any) -> EchoSparseEncoder:
         """The trained model as an echo sparse encoder (its ``harness_echo.json`` templates and lengths)."""
-        from harness.encoders.sparse import EchoSparseEncoder
-
         return EchoSparseEncoder(str(ckpt.path), **kwargs)
 
 

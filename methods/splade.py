@@ -46,10 +46,14 @@ import torch
 
 from harness.encoders.heads import AGGREGATIONS, SparseHead
 from harness.encoders.heads import splade_pool as _head_pool
+from harness.encoders.refs import resolve_model
+from harness.encoders.sparse import load_sparse_encoder
 from harness.errors import ConfigError
+from harness.io import atomic_write_json
 from harness.method import Method, register_method
 from harness.recipe import option, preset, rebased
-from harness.train.api import all_gather_nograd, all_gather_with_grad
+from harness.train.api import FINAL_DIR, all_gather_nograd, all_gather_with_grad
+from methods.splade_export import write_sparse_encoder_files
 
 if TYPE_CHECKING:
     from harness.encoders.base import Encoder
@@ -104,8 +108,6 @@ def flops_lambda(step: int, lam: float, warmup_steps: int, schedule: str = "spla
 def check_mlm_model(name: str) -> None:
     """Refuse a model folder whose saved architecture has no masked-LM head (e.g. a ``BertModel``):
     ``AutoModelForMaskedLM`` would load it with a *random* head, and its term weights would mean nothing."""
-    from harness.encoders.refs import resolve_model
-
     path, _ = resolve_model(name)
     config = Path(path) / "config.json"
     if not config.is_file():
@@ -280,16 +282,10 @@ class Splade(Method):
     def encoder(self, ckpt: Checkpoint, **kwargs: Any) -> Encoder:
         """The trained model as a sparse encoder (its saved pooling and lengths): what suites evaluate; the
         dense default (``HFEncoder``) refuses max/sum pooling."""
-        from harness.encoders.sparse import load_sparse_encoder
-
         return load_sparse_encoder(str(ckpt.path), **kwargs)
 
     def export(self, ctx: TrainContext, directory: Path) -> None:
         """``splade.json`` (options, lambdas of the last step) and the sentence-transformers files in ``final/``."""
-        from harness.io import atomic_write_json
-        from harness.train.api import FINAL_DIR
-        from methods.splade_export import write_sparse_encoder_files
-
         lam_q, lam_d = self.lambdas(max(self.calls, 1))
         atomic_write_json(directory / "splade.json", {"options": self.options, "steps": self.calls,
                                                       "lambda_q": lam_q, "lambda_d": lam_d})
