@@ -24,20 +24,47 @@ What is here, by hook:
 """
 from __future__ import annotations
 
-from harness.train.batching import Batch, TrainBatch, ViewBatch, build_batch, tokenize_batch
-from harness.train.context import EncodedBatch, LossOutput, TrainContext
-from harness.train.distributed import all_gather_nograd, all_gather_with_grad, all_reduce_sum, is_distributed
-from harness.train.encoding import encode_chunks
-from harness.train.episodes import encode_texts
+from typing import TYPE_CHECKING, Any
+
+# Torch-free: imported with this module (a method's stages, spec and run records need no torch).
 from harness.train.logs import LOG_FILE, read_log
-from harness.train.losses import reduce_losses
-from harness.train.model import resolved_encoding
-from harness.train.negatives import AnceNegatives
 from harness.train.plan import estimate_parameters, read_model_config
 from harness.train.result import Checkpoint
 from harness.train.spec import TrainSpec
 from harness.train.stages import DataStage, Prepared, Stage, StageResult
-from harness.train.trainer import FINAL_DIR
+
+if TYPE_CHECKING:
+    from harness.train.batching import Batch, TrainBatch, ViewBatch, build_batch, tokenize_batch
+    from harness.train.context import EncodedBatch, LossOutput, TrainContext
+    from harness.train.distributed import all_gather_nograd, all_gather_with_grad, all_reduce_sum, is_distributed
+    from harness.train.encoding import encode_chunks
+    from harness.train.episodes import encode_texts
+    from harness.train.losses import reduce_losses
+    from harness.train.model import resolved_encoding
+    from harness.train.negatives import AnceNegatives
+    from harness.train.trainer import FINAL_DIR
+
+# The rest imports torch: loaded on first use (PEP 562), so importing a method for `harness --help`,
+# `harness list` or a dry run does not load torch.
+_LAZY = {
+    "Batch": "batching", "TrainBatch": "batching", "ViewBatch": "batching", "build_batch": "batching",
+    "tokenize_batch": "batching", "EncodedBatch": "context", "LossOutput": "context", "TrainContext": "context",
+    "all_gather_nograd": "distributed", "all_gather_with_grad": "distributed", "all_reduce_sum": "distributed",
+    "is_distributed": "distributed", "encode_chunks": "encoding", "encode_texts": "episodes",
+    "reduce_losses": "losses", "resolved_encoding": "model", "AnceNegatives": "negatives", "FINAL_DIR": "trainer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"harness.train.{module}"), name)
+    globals()[name] = value          # later lookups skip this function
+    return value
+
 
 __all__ = ["FINAL_DIR", "LOG_FILE", "AnceNegatives", "Batch", "Checkpoint", "DataStage",
            "EncodedBatch", "LossOutput", "Prepared", "Stage", "StageResult", "TrainBatch", "TrainContext",

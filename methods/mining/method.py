@@ -62,7 +62,7 @@ from harness.method import Method, register_method
 from harness.recipe import BaseLossOptions, option
 from harness.retrieval.bm25 import resolve_language
 from harness.retrieval.pool import FUSIONS, CandidatePool, DenseSource, named_sources
-from harness.train.api import DataStage, Prepared, Stage, StageResult, build_batch, tokenize_batch
+from harness.train.api import DataStage, Prepared, Stage, StageResult
 from methods.mining.batches import WEIGHT_MODES, language_topic_batches, loss_weights
 from methods.mining.fill import Generation
 from methods.mining.generate import TextCache, make_generator
@@ -462,6 +462,9 @@ class Mined(Method):
         per_epoch = len(self._epoch(0, size, ctx.spec.seed))     # the same count every epoch
         batch = self._epoch(micro_index // per_epoch, size, ctx.spec.seed)[micro_index % per_epoch]
         chosen = [self._examples[i] for i in batch]
+        # lazy (start-up speed): imports torch (every CLI command loads this module through `harness mine`)
+        from harness.train.api import build_batch, tokenize_batch
+
         built = build_batch(chosen, ctx.data, ctx.spec, micro_index, ctx.rank, ctx.world_size)
         return tokenize_batch(built, ctx.tokenizer, ctx.spec, bool(ctx.encoding.get("append_eos", False)))
 
