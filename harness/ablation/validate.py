@@ -307,7 +307,10 @@ def _model(model: str, where: tuple, problems: Problems) -> None:
 
 
 def _layouts(suite: AblationSuite, scale: str, problems: Problems) -> None:
-    names, _default = layout_names(suite)
+    try:
+        names, _default = layout_names(suite)
+    except HarnessError:
+        return      # the table: section's own problems were recorded where the file was read, with the others
     for name in names:
         try:
             load_layout(suite, scale, name)

@@ -91,7 +91,7 @@ def test_sample_weighting_weights_each_query(tiny):
                        method_options={"mine": False, "batches": "language_topic", "languages": "column:lang",
                                        "topics": "column:topic", "weights": "portion", "weighting": "sample"})
     data = TrainingData([source()])
-    method._prepare_batches(spec, data, method.resolve_options(dict(spec.method_options)))
+    method.use_prepared(method.prepare(spec, data, {}).values)
     examples = [(0, 0), (0, 1), (0, 4)]
     w = method.sample_weights(examples)
     assert len(set(np.round(w, 9))) > 1                      # fr vs en rows: different weights

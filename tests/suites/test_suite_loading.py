@@ -254,7 +254,7 @@ def test_dureader_release_errors_name_file_and_line(tmp_path):
     (tmp_path / "dr" / "passage-collection" / "part-01").write_text("-\t-\tok\t0\nbroken line\n", encoding="utf-8")
     with pytest.raises(InputError, match=r"part-01:2: expected at least 3 tab-separated columns"):
         get_suite("dureader").load(tmp_path / "dr")
-    with pytest.raises(ConfigError, match="unknown gallery"):
+    with pytest.raises(ConfigError, match="option gallery must be one of full, sub200k"):
         get_suite("dureader").load(tmp_path / "dr", gallery="half")
 
 
