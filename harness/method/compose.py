@@ -38,14 +38,12 @@ from harness.train.outdir import RUN_FILE
 if TYPE_CHECKING:
     import torch
 
-    from harness.data.collections import TrainingData
     from harness.encoders.base import Encoder
     from harness.method import Method
     from harness.train.batching import Batch
     from harness.train.context import EncodedBatch, TrainContext
     from harness.train.result import Checkpoint
     from harness.train.spec import TrainSpec
-    from harness.train.stages import DataStage, Prepared, Stage, StageResult
 
 
 def base_of(options: Mapping[str, Any]) -> str | None:
@@ -84,21 +82,12 @@ class Composed:
 
     # ---------------------------------------------------------------- the wrapper's
     def __getattr__(self, name: str) -> Any:
-        # stages, prepare, dataset_weights, episodes, observe, reduce, on_weight_step, frozen_forwards ...
+        # resolve_options, stages, prepare, dataset_weights, episodes, observe, reduce, on_weight_step ...
         return getattr(self.wrapper, name)
-
-    def resolve_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        return self.wrapper.resolve_options(options)
 
     def validate(self, spec: TrainSpec) -> None:
         self.base.validate(self._base_spec(spec))
         self.wrapper.validate(spec)
-
-    def stages(self, spec: TrainSpec) -> list[Stage | DataStage]:
-        return self.wrapper.stages(spec)
-
-    def prepare(self, spec: TrainSpec, data: TrainingData, stages: Mapping[str, StageResult]) -> Prepared:
-        return self.wrapper.prepare(spec, data, stages)
 
     # ---------------------------------------------------------------- the base's
     def _base_spec(self, spec: TrainSpec) -> TrainSpec:

@@ -1,14 +1,8 @@
 """Running stages: the runs a method needs before its own, declared as data and scheduled by the engine.
 
-A method does not train anything itself.  It *declares* what it needs (:meth:`Method.stages`):
-
-:class:`Stage`
-    a training run of a registered method under its own :class:`~harness.train.spec.TrainSpec`
-    (tDRO's reference model and its stage-1 proxy, a COCO pretraining run); ``starts_from=True``
-    makes the method's own run start from that stage's trained weights (the "+COCO" rows).
-:class:`DataStage`
-    work on the training data that is not a training run (the mined negatives of paper 004): the
-    owner method says *what* it computes (:meth:`Method.build_stage`); the engine says when and where.
+A method does not train anything itself.  It *declares* what it needs (:meth:`Method.stages`) as
+:class:`~harness.train.stages.Stage` and :class:`~harness.train.stages.DataStage` values (what they are:
+:mod:`harness.train.stages`); this module says when and where they run.
 
 One orchestrator, :func:`train_run`, trains (or reuses) every stage as its own content-keyed run
 (claimed, resumable: :mod:`harness.io.claims`), depth first, hands the finished stages to the
@@ -26,7 +20,7 @@ Torch-free: dry runs and the CLI read declarations without importing torch.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +28,7 @@ from harness.encoders.cache import cache_root
 from harness.io import atomic_write_json
 from harness.io.claims import claim
 from harness.keys import content_key
-from harness.method.compose import compose
+from harness.method.compose import Composed, compose
 from harness.train.outdir import DEPS_DIR, check_training_folder
 from harness.train.result import DONE_FILE, Checkpoint
 from harness.train.stages import DataStage, Stage, StageResult
@@ -114,33 +108,22 @@ def data_stage_root(stage: DataStage, cells_root: Path | None) -> Path:
     return cache_root() / stage.name
 
 
-@dataclass
-class _Run:
-    """The stages obtained for one run, and the dependency run folders it may find under ``deps/``."""
-
-    results: dict[str, StageResult] = field(default_factory=dict)
-    dependency_runs: list[Path] = field(default_factory=list)
-
-
 def run_stages(method: Method, spec: TrainSpec, data: TrainingData, workdir: str | Path,
                cells_root: Path | None = None) -> tuple[dict[str, StageResult], list[Path]]:
     """Train (or reuse) and build every stage ``method`` declares under ``spec``, in order.
 
     Returns the finished stages by name and the training-stage run folders (those of the stages'
     own stages included)."""
-    run = _Run()
-    declared = method.stages(spec)
-    if not declared:
-        return run.results, run.dependency_runs
-    for stage in declared:
+    results: dict[str, StageResult] = {}
+    dependency_runs: list[Path] = []
+    for stage in method.stages(spec):
         if isinstance(stage, Stage):
-            root = stage_roots(workdir, cells_root)
-            result, deps = _train_stage(method, stage, spec, data, root)
-            run.dependency_runs += [*deps, result.path]
+            result, deps = _train_stage(method, stage, spec, data, stage_roots(workdir, cells_root))
+            dependency_runs += [*deps, result.path]
         else:
             result = build_data_stage(method, stage, spec, data, cells_root)
-        run.results[stage.name] = result
-    return run.results, run.dependency_runs
+        results[stage.name] = result
+    return results, dependency_runs
 
 
 def _train_stage(owner: Method, stage: Stage, owner_spec: TrainSpec, data: TrainingData,
@@ -148,34 +131,38 @@ def _train_stage(owner: Method, stage: Stage, owner_spec: TrainSpec, data: Train
     method = owner.named(stage.method)
     run_dir = root / stage_key(owner, stage, data.fingerprint())
     spec = stage.spec.replace(progress=owner_spec.progress)
+    runner = _validated(method, spec)
     # Claimed around the stage's own stages and data too: a process that waited here finds the run done.
     with claim(run_dir, f"stage {stage.label} of {owner.name}"):
-        ckpt, deps = _train_claimed(method, spec, data, run_dir, cells_root=root)
+        ckpt, deps = _train_claimed(method, runner, spec, data, run_dir, cells_root=root)
     return StageResult(stage, run_dir, ckpt), deps
 
 
 def build_data_stage(owner: Method, stage: DataStage, spec: TrainSpec, data: TrainingData,
                      cells_root: Path | None) -> StageResult:
     """Build (or find built) a data stage of ``owner`` and record it as built."""
-    import json
-
     root = data_stage_root(stage, cells_root)
     key = stage_key(owner, stage, data.fingerprint())
-    record = root / f"{key}{STAGE_RECORD_SUFFIX}"
+    record = _record(owner, stage, data.fingerprint(), cells_root)
     with claim(root / key, f"{stage.label} for {owner.name}"):
         # The owner keys its own pieces (e.g. one mined pool per source) under ``root``: building again
-        # reuses what exists, so the record only saves the scan.
-        if not record.is_file() or json.loads(record.read_text(encoding="utf-8")).get("key") != key:
+        # reuses what exists, so the record (named by the key) only saves the scan.
+        if not record.is_file():
             owner.build_stage(stage, spec, data, root)
             atomic_write_json(record, {"key": key, "owner": owner.name, "stage": stage.name,
                                        "config": dict(stage.config), "data": data.fingerprint()})
     return StageResult(stage, root)
 
 
+def _record(owner: Method, stage: DataStage, data_fingerprint: str | None, cells_root: Path | None) -> Path:
+    """The file that records a data stage as built for this data."""
+    key = stage_key(owner, stage, data_fingerprint)
+    return data_stage_root(stage, cells_root) / f"{key}{STAGE_RECORD_SUFFIX}"
+
+
 def is_built(owner: Method, stage: DataStage, data_fingerprint: str | None, cells_root: Path | None) -> bool:
     """Whether a data stage was built for this data (its record exists)."""
-    return (data_stage_root(stage, cells_root) / f"{stage_key(owner, stage, data_fingerprint)}"
-            f"{STAGE_RECORD_SUFFIX}").is_file()
+    return _record(owner, stage, data_fingerprint, cells_root).is_file()
 
 
 def train_run(method: Method, spec: TrainSpec, data: TrainingData, workdir: str | Path,
@@ -187,20 +174,25 @@ def train_run(method: Method, spec: TrainSpec, data: TrainingData, workdir: str 
     run's starting model; ``method.prepare`` turns the stages into the data, the dataset weights and
     the values its hooks read; then the shared trainer runs.  One process per run folder at a time:
     a waiter resumes or reuses what the holder left."""
-    method.validate(spec)
+    runner = _validated(method, spec)
     check_training_folder(workdir)      # a user's folder is refused before its claim file or any stage is written
     with claim(workdir, f"training {method.name}"):
-        ckpt, _ = _train_claimed(method, spec, data, Path(workdir), cells_root)
+        ckpt, _ = _train_claimed(method, runner, spec, data, Path(workdir), cells_root)
     return ckpt
 
 
-def _train_claimed(method: Method, spec: TrainSpec, data: TrainingData, workdir: Path,
-                   cells_root: Path | None) -> tuple[Checkpoint, list[Path]]:
-    from harness.train.trainer import Trainer  # lazy (start-up speed): imports torch
-
-    # around another method's per-sample loss when the options name a ``base`` (harness.train.compose)
+def _validated(method: Method, spec: TrainSpec) -> Method | Composed:
+    """What the trainer runs for ``method`` under ``spec`` (around another method's per-sample loss when the
+    options name a ``base``: harness.method.compose), refused before anything is loaded or written."""
     runner = compose(method, method.resolve_options(dict(spec.method_options)))
     runner.validate(spec)
+    return runner
+
+
+def _train_claimed(method: Method, runner: Method | Composed, spec: TrainSpec, data: TrainingData,
+                   workdir: Path, cells_root: Path | None) -> tuple[Checkpoint, list[Path]]:
+    from harness.train.trainer import Trainer  # lazy (start-up speed): imports torch
+
     results, deps = run_stages(method, spec, data, workdir, cells_root)
     for result in results.values():
         if isinstance(result.stage, Stage) and result.stage.starts_from:
