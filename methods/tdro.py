@@ -363,8 +363,17 @@ class Tdro(Method):
             return []
 
         s1 = stage1_spec(spec, opts)
+        given = dict(opts.get("stage1") or {})
+        sources = {name: "METHODS.md 1.4 (the released stage-1 script: mixed batches, hard negatives only)"
+                   for name in STAGE1_FIXED if name not in given}
+        sources.update({name: "the suite's tdro option stage1" for name in given})
+        sources["options.reference"] = ("METHODS.md 1.4 (the reference is the uniform baseline run on the proxy "
+                                        "backbone)")
+        if opts.get("proxy_model"):
+            sources["model"] = ("the suite's tdro option proxy_model (paper 000 §3: the proxy is initialised "
+                                "from a small LM, Qwen1.5-0.5B)")
         return [Stage("stage1", f"stage 1 (tdro-weights, {opts['measure']})", "tdro-weights", s1,
-                      get_method("tdro-weights").frozen_forwards(s1))]
+                      get_method("tdro-weights").frozen_forwards(s1), sources=sources)]
 
     def validate(self, spec: TrainSpec) -> None:
         if spec.dataset_weights is not None:

@@ -125,8 +125,14 @@ class TdroWeights(Method):
         opts = self.resolve_options(dict(spec.method_options))
         if opts["measure"] == "proxy" or opts["reference_model"]:
             return []
-        return [Stage("reference", "reference (uniform)", "uniform",
-                      TrainSpec.from_dict(opts["reference"] or self.default_reference(spec)))]
+        given = opts["reference"]
+        why = ("the suite's tdro option reference" if given
+               else "METHODS.md 1.4 (the reference is the uniform baseline run: homogeneous batches, 1 hard "
+                    "negative, in-batch and cross-batch negatives, grad-accum 1)")
+        reference = TrainSpec.from_dict(given or self.default_reference(spec))
+        changed = {f for f, v in reference.config_dict().items() if spec.config_dict().get(f) != v}
+        return [Stage("reference", "reference (uniform)", "uniform", reference,
+                      sources={name: why for name in changed})]
 
     def frozen_forwards(self, spec) -> int:
         return 0 if self.resolve_options(dict(spec.method_options))["measure"] == "proxy" else 1

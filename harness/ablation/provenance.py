@@ -10,6 +10,7 @@ and the HTML report shows the same table.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from harness.ablation.spec import NO_TRAINING, AblationSuite
 from harness.method import get_method
 from harness.recipe import option_infos
 from harness.train.spec import TrainSpec
+from harness.train.stages import Stage
 
 # TrainSpec fields that are not settings of a system (set from elsewhere, or shown as their own setting)
 _NOT_SHOWN = ("model", "method_options", "save_every", "keep_checkpoints")
@@ -199,3 +201,140 @@ def value_text(value: Any, width: int = 60) -> str:
         return "-"
     text = repr(value) if isinstance(value, str) else str(value)
     return text if len(text) <= width else text[:width - 3] + "..."
+
+
+# ------------------------------------------------------------------ every resolved setting, classified
+# The kinds of source a resolved value can rest on, most authoritative first.  ``spec`` is METHODS.md (the
+# implementation spec checked against the official code); ``suite`` a suite-file line (a deliberate choice
+# of whoever wrote the suite); ``harness`` a default of the harness that nothing else backs.
+SOURCE_KINDS = ("paper", "code", "spec", "suite", "harness")
+_SUITE_LINE = re.compile(r"^[^\s()]+\.ya?ml:\d+")
+# Settings that change no number (logging, progress): never a strict-provenance problem.
+_NO_NUMBERS = frozenset(f"train.{name}" for name in TrainSpec.NON_RESULT_FIELDS)
+
+
+def source_kind(source: str) -> str:
+    """Which of :data:`SOURCE_KINDS` a setting's source is: ``tdro.yaml:41`` is ``suite``; ``method tdro
+    preset 'paper' (paper 000 Table 7)`` is ``paper`` (the reason in parentheses decides); ``TrainSpec default``
+    and ``... (harness default: why)`` are ``harness``; an official repository's file is ``code``."""
+    text = source.strip()
+    if not text or text == "TrainSpec default":
+        return "harness"
+    if _SUITE_LINE.match(text) or text.startswith("the suite"):
+        return "suite"
+    reason = text
+    if text.startswith("method ") and "(" in text:
+        reason = text[text.index("(") + 1:text.rindex(")") if text.endswith(")") else len(text)]
+    elif text.startswith("method "):
+        return "harness"            # set by a method's code with no reason given
+    reason = reason.strip().lower()
+    if not reason or reason.startswith("harness"):
+        return "harness"
+    if reason.startswith("paper"):
+        return "paper"
+    if reason.startswith("methods.md"):
+        return "spec"
+    return "code"
+
+
+@dataclass(frozen=True)
+class ResolvedSetting:
+    """One resolved setting of one run of a suite: a system's own run (``stage`` None) or a stage it trains
+    first (its label), with the value's source and that source's kind (:data:`SOURCE_KINDS`)."""
+
+    system: str
+    stage: str | None
+    name: str
+    value: Any
+    source: str
+    kind: str
+
+    def line(self) -> str:
+        where = self.system + (f" / {self.stage}" if self.stage else "")
+        return f"{where}: {self.name} = {value_text(self.value)}  <- {self.source or '-'}"
+
+
+def resolved_settings(suite: AblationSuite, scale: str) -> list[ResolvedSetting]:
+    """Every resolved setting of every system at ``scale`` and of every training stage it needs first
+    (tDRO's reference and stage 1, COCO pretraining), each with its source; what ``--dry-run --format json``
+    prints under ``provenance`` and ``--strict-provenance`` checks."""
+    out: list[ResolvedSetting] = []
+    for system in suite_systems(suite):
+        settings = system_settings(suite, system, scale)
+        out.extend(ResolvedSetting(system.id, None, s.name, s.value, s.source, source_kind(s.source))
+                   for s in settings.values())
+        if system.variant.method == NO_TRAINING:
+            continue
+        method = get_method(system.variant.method)
+        spec = replicate_spec(suite, replicates(suite, system, scale)[0], scale, str(settings["model"].value))
+        out.extend(_stage_settings(system.id, method, spec, settings, scale))
+    return out
+
+
+def _stage_settings(system: str, owner: Any, owner_spec: TrainSpec, owner_settings: Mapping[str, Setting],
+                    scale: str, prefix: str = "") -> list[ResolvedSetting]:
+    """The settings of the training stages ``owner`` declares under ``owner_spec`` (depth first): a value
+    equal to the owner's keeps the owner's source; a changed one takes the stage's declared source, else the
+    stage method's preset or option default, else it rests on the harness."""
+    out: list[ResolvedSetting] = []
+    for stage in owner.stages(owner_spec):
+        if not isinstance(stage, Stage):
+            continue        # data stages are computed from the owner's options, listed as the owner's
+        label = prefix + stage.label
+        method = owner.named(stage.method)
+        preset_name = scale if scale in method.presets else next(iter(method.presets), scale)
+        preset = method.presets.get(preset_name, {})
+        option_sources = _option_sources(method)
+        settings: dict[str, Setting] = {}
+
+        def resolve(name: str, value: Any, inherited: Setting | None, declared: str | None, default: str) -> None:
+            settings[name] = _stage_setting(name, value, inherited, declared, default)  # noqa: B023 (called at once)
+
+        resolve("model", stage.spec.model, owner_settings.get("model"), stage.sources.get("model"),
+                f"method {owner.name} stage {stage.name}")
+        for f in dataclasses.fields(TrainSpec):
+            if f.name in _NOT_SHOWN:
+                continue
+            value = _plain(getattr(stage.spec, f.name))
+            why = preset.source(f.name) if f.name in preset and hasattr(preset, "source") else ""
+            in_preset = f.name in preset and _plain(preset[f.name]) == value
+            default = (f"method {method.name} preset {preset_name!r}" + (f" ({why})" if why else "") if in_preset
+                       else f"method {owner.name} stage {stage.name}")
+            resolve(f"train.{f.name}", value, owner_settings.get(f"train.{f.name}"), stage.sources.get(f.name),
+                    default)
+        options = {**method.default_options, **stage.spec.method_options}
+        for name, value in options.items():
+            is_default = _plain(method.default_options.get(name)) == _plain(value)
+            default = (f"method {method.name} default" + (f" ({option_sources[name]})" if option_sources.get(name)
+                                                          else "")
+                       if is_default else f"method {owner.name} stage {stage.name}")
+            resolve(f"options.{name}", _plain(value), owner_settings.get(f"options.{name}"),
+                    stage.sources.get(f"options.{name}"), default)
+        out.extend(ResolvedSetting(system, label, s.name, s.value, s.source, source_kind(s.source))
+                   for s in settings.values())
+        out.extend(_stage_settings(system, method, stage.spec, settings, scale, prefix=label + " / "))
+    return out
+
+
+def _stage_setting(name: str, value: Any, inherited: Setting | None, declared: str | None, default: str) -> Setting:
+    """A stage's setting: the owner's source when the value is the owner's, else the declared one, else ``default``."""
+    if inherited is not None and inherited.value == value:
+        return Setting(name, value, inherited.source)
+    return Setting(name, value, declared or default)
+
+
+def provenance_counts(settings: list[ResolvedSetting]) -> dict[str, int]:
+    """How many resolved settings rest on each kind of source, and the total."""
+    counts = {kind: 0 for kind in SOURCE_KINDS}
+    for s in settings:
+        counts[s.kind] += 1
+    return {"total": len(settings), **counts}
+
+
+def strict_provenance_problems(settings: list[ResolvedSetting]) -> list[ResolvedSetting]:
+    """The settings that change numbers and rest only on a harness default (``--strict-provenance``).
+
+    A ``None`` value is a switch left off or a choice delegated (``pooling: null`` takes the model's own,
+    ``lora: null`` is full fine-tuning, ``gradcache_chunk_size: null`` no gradient cache); it is listed
+    with its source but not counted as a problem."""
+    return [s for s in settings if s.kind == "harness" and s.name not in _NO_NUMBERS and s.value is not None]

@@ -39,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="print the plan (cells, status, compute estimate); load no weights")
     p.add_argument("--format", choices=("markdown", "latex", "json"), default="markdown")
+    p.add_argument("--strict-provenance", action="store_true",
+                   help="refuse to run (exit 2) when a number-changing setting of any cell or stage rests only "
+                        "on a harness default, listing each with its value; meant for --scale paper")
     p.add_argument("--list", action="store_true", help="list the suites shipped with the project")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     grid = p.add_argument_group("running the grid elsewhere (harness/ablation/executors.py)")
@@ -72,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
     # The whole plan (file, variants, options, metrics, benchmarks, data, models) is checked before any
     # compute; every problem is reported at once (exit 2).
     suite = load_validated(args.suite, args.scale, dry_run=args.dry_run)
+    if args.strict_provenance and _strict_provenance_fails(suite, args.scale):
+        return 2
     if args.dry_run:
         return _dry_run(suite, args)
     if args.emit_cells or args.executor:
@@ -82,6 +87,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"suite {suite.name} ({args.scale}): training done; {outcome.pending[0]}", file=sys.stderr)
         return 0
     return _print_outcome(suite, args, outcome)
+
+
+def _strict_provenance_fails(suite, scale: str) -> bool:
+    """``--strict-provenance``: print every number-changing setting that rests only on a harness default."""
+    # lazy (start-up speed): imports numpy
+    from harness.ablation.provenance import provenance_counts, resolved_settings, strict_provenance_problems
+
+    settings = resolved_settings(suite, scale)
+    problems = strict_provenance_problems(settings)
+    if not problems:
+        return False
+    counts = provenance_counts(settings)
+    print(f"suite {suite.name} scale {scale}: {len(problems)} of {counts['total']} resolved settings change numbers "
+          "and rest only on a harness default (set them in the suite file, or give their source in the method's "
+          "recipe):", file=sys.stderr)
+    for s in problems:
+        print(f"  {s.line()}", file=sys.stderr)
+    return True
 
 
 def _grid(suite, args) -> int:
@@ -110,9 +133,7 @@ def _print_outcome(suite, args, outcome, runner=None) -> int:
               f"(other shards or --only): {', '.join(outcome.pending[:6])}", file=sys.stderr)
         return 0
     if runner is not None:
-        from harness.ablation.runner import _write_json_lock  # lazy (start-up speed): imports numpy
-
-        _write_json_lock(runner)
+        runner.write_json_lock()
     if args.format == "json":
         print(json.dumps(outcome.summary, indent=2, ensure_ascii=False))
     else:
@@ -203,11 +224,28 @@ def _dry_run(suite, args) -> int:
                 lines.append(dep_line)
         else:
             lines.append(line)
-    from harness.ablation.provenance import diff_lines, settings_diff  # lazy (start-up speed): imports numpy
+    # lazy (start-up speed): imports numpy
+    from harness.ablation.provenance import (
+        SOURCE_KINDS,
+        diff_lines,
+        provenance_counts,
+        resolved_settings,
+        settings_diff,
+        strict_provenance_problems,
+    )
 
     diffs = settings_diff(suite, args.scale)     # each setting that differs from the baseline, and its source
     lines.extend(diff_lines(suite, args.scale, diffs))
     plan["settings"] = [dataclasses.asdict(d) for d in diffs]
+    # Every resolved setting of every cell and stage, with its source and that source's kind.
+    resolved = resolved_settings(suite, args.scale)
+    counts = provenance_counts(resolved)
+    plan["provenance"] = {"counts": counts, "harness_defaults": len(strict_provenance_problems(resolved)),
+                          "settings": [dataclasses.asdict(s) for s in resolved]}
+    lines.append(f"provenance of the {counts['total']} resolved settings (cells and stages): "
+                 + ", ".join(f"{kind} {counts[kind]}" for kind in SOURCE_KINDS)
+                 + f"; {plan['provenance']['harness_defaults']} change numbers on a harness default alone "
+                 "(--strict-provenance lists them; --format json lists every setting)")
     for b in cfg.benchmarks:
         # the metrics the benchmark's card is asked for: those its options name, then the suite's
         named = [str(m) for m in (b.options.get("metrics") or [])]

@@ -35,7 +35,7 @@ class Stage:
     ``name``: how the owner reads it (``ctx.stages[name]``, :meth:`Method.prepare`); ``label``: how
     dry runs and unit graphs show it; ``frozen_forwards``: no-grad forwards per step of a same-size
     frozen model in the stage's own run (compute estimates); ``starts_from``: the owner's run starts
-    from this stage's trained model."""
+    from this stage's trained model; ``sources``: why the owner set each changed setting of ``spec``."""
 
     name: str
     label: str
@@ -43,6 +43,9 @@ class Stage:
     spec: TrainSpec
     frozen_forwards: int = 0
     starts_from: bool = False
+    # Where each setting of ``spec`` that the owner changed comes from (field -> "paper 000 §4.1",
+    # "code <repo>:<path>", ...): dry runs and ``--strict-provenance`` read it.
+    sources: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def kind(self) -> str:
