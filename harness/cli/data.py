@@ -10,11 +10,16 @@ a dataset from its official location, verifies its checksum and caches it atomic
 (see :mod:`suites.download`).  Only a folder carrying the harness's download record counts as
 cached; any other folder at ``<cache>/<suite>/<dataset>`` is an error naming it, never used or
 deleted (``--force`` included).
+
+``harness data build --list`` lists the papers' training-data recipes; ``harness data build RECIPE --out DIR
+[--sources DIR] [--option KEY=VALUE] [--dry-run] [--offline]`` fetches a recipe's sources, verifies them and
+writes the training folder with its ``build.json`` (see :mod:`harness.data.builders`).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +59,24 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="download again even if cached, replacing the cached folder (only one the harness downloaded "
                         "that holds nothing else; anything else there is refused, never deleted)")
     d.set_defaults(func=run_download)
+
+    b = actions.add_parser("build", help="build a paper's training data from its public sources",
+                           description="Fetch a recipe's sources (hub datasets, release files), verify them and "
+                                       "write a training folder (<subset>.jsonl, domains.json, build.json) "
+                                       "atomically; an interrupted build resumes without redoing finished subsets.")
+    b.add_argument("recipe", nargs="?", help="recipe name (see --list)")
+    b.add_argument("--list", action="store_true", help="list the recipes, their papers and sources")
+    b.add_argument("--out", type=Path, default=None, help="output training folder")
+    b.add_argument("--sources", type=Path, default=None,
+                   help="folder of the source files (default: $HARNESS_DATA/training-sources/<recipe>, "
+                        "else ~/.cache/retrieval-harness/data/training-sources/<recipe>)")
+    b.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a recipe option (repeatable); --list shows each recipe's options")
+    b.add_argument("--dry-run", action="store_true", help="print what would be fetched and produced; build nothing")
+    b.add_argument("--offline", action="store_true",
+                   help="never download (also with HARNESS_OFFLINE=1 or HF_HUB_OFFLINE=1): a missing source is an "
+                        "error naming where to place it")
+    b.set_defaults(func=run_build)
 
 
 def suite_help(default: str) -> str:
@@ -116,4 +139,54 @@ def run_download(args: argparse.Namespace) -> int:
     path = download_dataset(args.suite, args.dataset, cache=args.cache, base_url=args.base_url, force=args.force,
                             with_corpus=args.with_corpus)
     print(path)
+    return 0
+
+
+def _sources_dir(args: argparse.Namespace) -> Path:
+    if args.sources is not None:
+        return args.sources
+    root = Path(os.environ.get("HARNESS_DATA", Path.home() / ".cache" / "retrieval-harness" / "data"))
+    return root / "training-sources" / args.recipe
+
+
+def run_build(args: argparse.Namespace) -> int:
+    from harness.data import builders  # lazy (start-up speed): the registry imports the recipes
+
+    if args.list:
+        for name in builders.list_recipes():
+            recipe = builders.get_recipe(name)
+            defaults = recipe.parse_options({})
+            print(f"{name}  (paper {recipe.paper})")
+            print(f"  {recipe.description}")
+            files = recipe.sources(defaults)
+            shown = ", ".join(s.file for s in files[:4]) + (f", ... ({len(files)} files)" if len(files) > 4 else "")
+            print(f"  sources: {shown}")
+            for opt_name, opt in recipe.options.items():
+                where = f"  [{opt.source}]" if opt.source else ""
+                print(f"  --option {opt_name}={opt.default!s}: {opt.help}{where}")
+        return 0
+    if not args.recipe:
+        raise ConfigError("harness data build: name a recipe (or --list)")
+    recipe = builders.get_recipe(args.recipe)
+    options = recipe.parse_options(parse_option_items(args.option))
+    sources = _sources_dir(args)
+    if args.dry_run:
+        plan = builders.plan(recipe, options, sources)
+        print(f"recipe {plan['recipe']} (paper {plan['paper']})")
+        _print_block("options", plan["options"])
+        print(f"sources ({sources}):")
+        for src in plan["sources"]:
+            state = "present" if src["present"] else "fetch from " + builders.Source(
+                **{k: v for k, v in src.items() if k not in ("present", "path")}).origin
+            print(f"  {src['file']}  {state}")
+        out = args.out if args.out is not None else Path("<--out>")
+        print(f"produces in {out}: " + ", ".join(plan["subsets"]) + ", domains.json, build.json")
+        return 0
+    if args.out is None:
+        raise ConfigError("harness data build: --out DIR is required (or --dry-run / --list)")
+    report = builders.build(recipe, args.out, sources, options, offline=True if args.offline else None, log=print)
+    totals = report.manifest["totals"]
+    state = "up to date" if report.up_to_date else f"built {len(report.built)}, kept {len(report.reused)} subset(s)"
+    print(f"{report.out}: {totals['rows']} rows, {totals['bytes']} bytes, languages "
+          f"{', '.join(f'{k} {v}' for k, v in totals['languages'].items()) or '-'} ({state})")
     return 0
