@@ -20,7 +20,8 @@ the engine only knows this interface.
 3. **Resume.**  Subsets are built one by one into a staging folder beside the output
    (``.<out>.parts``), each written atomically with a record of its key (recipe, version, options and
    the hashes of the sources it reads).  A build that is interrupted and run again keeps every finished
-   subset whose key still matches and builds only the rest.
+   subset whose key still matches and builds only the rest.  Concurrent builds of one output take turns
+   (a claim on ``<out>.claim``, :mod:`harness.io.claims`): the second finds the first's build up to date.
 4. **Output.**  The folder is assembled with :func:`harness.io.atomic_dir`: ``<subset>.jsonl`` files,
    ``domains.json`` per folder (what :func:`harness.data.collections.load_training_data` reads) and
    ``build.json`` (recipe, sources with hashes, counts per subset and language, options, harness
@@ -49,6 +50,7 @@ from typing import IO, Any
 from harness import __version__
 from harness.errors import ConfigError, HarnessError, InputError
 from harness.io import atomic_dir, atomic_write, atomic_write_json, sha256_file
+from harness.io.claims import claim
 from harness.io.readers import iter_input_lines
 from harness.registry import Registry
 
@@ -433,9 +435,18 @@ def build(recipe: DataRecipe, out: str | Path, sources_dir: str | Path, raw_opti
         _check_subset_name(name)
     if len(set(subsets)) != len(subsets):
         raise ConfigError(f"recipe {recipe.name!r} lists a subset twice")
-    version = _harness_version()
     build_key = _key(recipe.name, recipe.version, BUILD_FORMAT, options, sorted(hashes.items()),
                      sorted(inputs.values()))
+    # One builder per output at a time: a second waits, then finds the build up to date (harness.io.claims).
+    with claim(out, f"training-data build {recipe.name}"):
+        return _build_claimed(recipe, out, sources_dir, options, paths, hashes, inputs, subsets, build_key, say)
+
+
+def _build_claimed(recipe: DataRecipe, out: Path, sources_dir: Path, options: dict[str, Any],
+                   paths: dict[str, Path], hashes: dict[str, str], inputs: dict[str, str], subsets: list[str],
+                   build_key: str, say: Callable[[str], None]) -> BuildReport:
+    """The part of :func:`build` done under the output's claim: resume, build the rest, assemble."""
+    version = _harness_version()
     existing = out / BUILD_FILE
     if existing.is_file():
         with contextlib.suppress(OSError, ValueError):

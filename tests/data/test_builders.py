@@ -3,10 +3,14 @@ and splade recipes on the release-format fixtures in tests/fixtures/training_dat
 make_fixtures.py, which lists what was planted).  coco-dr (BM25) is in test_builders_coco.py."""
 from __future__ import annotations
 
+import functools
 import gzip
+import http.server
 import json
 import math
 import shutil
+import tarfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +91,53 @@ def test_published_checksum_mismatch_fails_naming_the_file(tmp_path: Path) -> No
     recipe.sha = builders.sha256_file(tmp_path / "rows.jsonl")
     report = build(recipe, tmp_path / "out", tmp_path, offline=True)
     assert report.manifest["totals"]["rows"] == 2
+
+
+@pytest.fixture
+def http_root(tmp_path: Path):
+    """A local HTTP server over a folder: (folder, base URL)."""
+    root = tmp_path / "served"
+    root.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *args: None      # quiet: no request lines in the test output
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+class FromUrl(OneFile):
+    """Two sources: a plain file and a member of a tar.gz archive, both from a URL."""
+
+    base = ""
+
+    def sources(self, options: dict[str, Any]) -> list[Source]:
+        return [Source("rows.jsonl", url=f"{self.base}/rows.jsonl"),
+                Source("more.txt", url=f"{self.base}/release.tar.gz", archive="release.tar.gz")]
+
+    def build_subset(self, subset: str, ctx: BuildContext) -> SubsetResult:
+        words = ctx.path("rows.jsonl").read_text().split() + ctx.path("more.txt").read_text().split()
+        return SubsetResult({"query": q, "pos": ["p"]} for q in words)
+
+
+def test_sources_download_from_urls_and_archives(tmp_path: Path, http_root) -> None:
+    served, base = http_root
+    (served / "rows.jsonl").write_text("a b\n")
+    (tmp_path / "more.txt").write_text("c d e\n")
+    with tarfile.open(served / "release.tar.gz", "w:gz") as tf:
+        tf.add(tmp_path / "more.txt", arcname="release/more.txt")
+    recipe, src = FromUrl(), tmp_path / "sources"
+    recipe.base = base
+    report = build(recipe, tmp_path / "out", src, offline=False)
+    assert report.manifest["totals"]["rows"] == 5
+    assert sorted(p.name for p in src.iterdir()) == ["checksums.json", "more.txt", "release.tar.gz", "rows.jsonl"]
+    recipe.base = base + "/nothing-here"
+    with pytest.raises(SourceError, match=r"rows\.jsonl: download from http://127\.0\.0\.1:\d+/nothing-here/rows"
+                                          r"\.jsonl failed .*; place the file at "):
+        build(recipe, tmp_path / "out2", tmp_path / "other", offline=False)
+    assert not (tmp_path / "other" / "rows.jsonl").exists()
 
 
 def test_changed_source_fails_against_the_recorded_checksum(tmp_path: Path, sources) -> None:
