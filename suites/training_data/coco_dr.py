@@ -29,13 +29,14 @@ from harness.data.builders import (
     register_recipe,
 )
 from harness.errors import ConfigError, InputError
-from harness.retrieval.bm25 import bm25_search
+from harness.retrieval.bm25 import BM25Index
 
 # The URL COCO-DR downloads from (warmup/commands/data_download.sh).
 MSMARCO_ARCHIVE_URL = "https://msmarco.blob.core.windows.net/msmarcoranking/collectionandqueries.tar.gz"
 ARCHIVE = "collectionandqueries.tar.gz"
 LICENCE = "MS MARCO terms: non-commercial research use"
 FILES = ("collection.tsv", "queries.train.tsv", "qrels.train.tsv")
+SEARCH_CHUNK = 10_000        # queries per BM25 search call (bounds the run held in memory)
 
 
 @register_recipe("coco-dr")
@@ -95,26 +96,42 @@ class CocoDrRecipe(DataRecipe):
         if opts["max_queries"]:
             qids = qids[: opts["max_queries"]]
         corpus = Corpus(list(passages), [""] * len(passages), list(passages.values()), source=str(collection))
-        queries = Queries(qids, [query_text[q] for q in qids])
-        # Positives are removed after the search, so the pool is the top k minus at most |positives| documents.
-        run = bm25_search(corpus, queries, k=opts["k"], k1=opts["bm25_k1"], b=opts["bm25_b"], language="en")
-        ranked = {qid: [str(d) for d in docs] for qid, docs, _scores in run.groups()}
         stats: dict[str, Any] = {"queries": len(qids), "passages": len(passages), "queries_without_pool": 0,
                                  "negatives_total": 0}
 
         def rows() -> Iterator[dict[str, Any]]:
-            for qid in qids:
-                judged = set(positives[qid])
-                pool = [d for d in ranked.get(qid, []) if d not in judged]
-                if not pool:
-                    stats["queries_without_pool"] += 1
-                rng = random.Random(f"{opts['seed']}:{qid}")
-                chosen = sorted(rng.sample(range(len(pool)), min(opts["negatives"], len(pool))))
-                neg_ids = [pool[i] for i in chosen]
-                stats["negatives_total"] += len(neg_ids)
-                yield {"query": query_text[qid], "pos": [passages[p] for p in positives[qid]],
-                       "neg": [passages[d] for d in neg_ids], "language": "en", "query_id": qid,
-                       "pos_ids": positives[qid], "neg_ids": neg_ids}
+            index = BM25Index.build(corpus, language="en")
+            key = index.meta.get("key", {})
+            stats["bm25"] = {"k1": opts["bm25_k1"], "b": opts["bm25_b"], "ties": "trec_eval",
+                             **{name: key.get(name) for name in ("language", "analyzer", "lucene", "pyserini")}}
+            try:
+                # Searched in chunks: a run of all ~500k training queries at depth 1000 would not fit in memory.
+                for start in range(0, len(qids), SEARCH_CHUNK):
+                    chunk = qids[start:start + SEARCH_CHUNK]
+                    run = index.search(Queries(chunk, [query_text[q] for q in chunk]), k=opts["k"],
+                                       k1=opts["bm25_k1"], b=opts["bm25_b"])
+                    ranked = {qid: [str(d) for d in docs] for qid, docs, _scores in run.groups()}
+                    for qid in chunk:
+                        yield self._row(qid, ranked.get(qid, []), positives[qid], query_text, passages, opts, stats)
+            finally:
+                index.close()
 
         metadata = {"language": "en", "task": "retrieval"}
         return SubsetResult(rows(), metadata, stats)
+
+    @staticmethod
+    def _row(qid: str, ranked: list[str], positives: list[str], query_text: dict[str, str],
+             passages: dict[str, str], opts: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
+        """One training row: the query, its positives, and ``negatives`` drawn from the top k minus positives
+        (the positives are removed after the search, so the pool holds k minus at most |positives| passages)."""
+        judged = set(positives)
+        pool = [d for d in ranked if d not in judged]
+        if not pool:
+            stats["queries_without_pool"] += 1
+        rng = random.Random(f"{opts['seed']}:{qid}")
+        chosen = sorted(rng.sample(range(len(pool)), min(opts["negatives"], len(pool))))
+        neg_ids = [pool[i] for i in chosen]
+        stats["negatives_total"] += len(neg_ids)
+        return {"query": query_text[qid], "pos": [passages[p] for p in positives],
+                "neg": [passages[d] for d in neg_ids], "language": "en", "query_id": qid,
+                "pos_ids": positives, "neg_ids": neg_ids}

@@ -21,6 +21,7 @@ import pytest
 from harness.data.builders import build, get_recipe
 from harness.data.collections import load_training_data
 from harness.errors import InputError
+from suites.training_data import coco_dr
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "training_data" / "coco-dr"
 
@@ -43,7 +44,9 @@ def test_bm25_negatives_are_the_top_k_minus_positives(tmp_path: Path, src: Path)
     report = build(recipe, tmp_path / "k3", src, {"k": 3}, offline=True)
     assert negatives(tmp_path / "k3") == {"q1": ["p2", "p7"], "q2": ["p3", "p4"], "q3": []}
     stats = report.manifest["subsets"]["msmarco"]["stats"]
+    bm25 = stats.pop("bm25")
     assert stats == {"queries": 3, "passages": 8, "queries_without_pool": 1, "negatives_total": 4}
+    assert (bm25["k1"], bm25["b"], bm25["language"]) == (0.9, 0.4, "en") and bm25["lucene"]
     build(recipe, tmp_path / "k5", src, {"k": 5}, offline=True)
     assert negatives(tmp_path / "k5") == {"q1": ["p2", "p7", "p3", "p4"], "q2": ["p3", "p4", "p8", "p2"], "q3": []}
     # Fewer negatives than the pool: a seeded draw from it, kept in rank order, never a positive.
@@ -76,3 +79,13 @@ def test_archive_member_is_extracted_offline(tmp_path: Path, src: Path) -> None:
     report = build(get_recipe("coco-dr"), tmp_path / "out", archive_dir, {"k": 3}, offline=True)
     assert (archive_dir / "collection.tsv").read_bytes() == (src / "collection.tsv").read_bytes()
     assert report.manifest["totals"]["rows"] == 3
+
+
+def test_chunked_search_gives_the_same_rows(tmp_path: Path, src: Path, monkeypatch) -> None:
+    """Queries are searched SEARCH_CHUNK at a time; chunks of 1 and 2 must not change a single row."""
+    build(get_recipe("coco-dr"), tmp_path / "whole", src, {"k": 5, "negatives": 2}, offline=True)
+    for size in (1, 2):
+        monkeypatch.setattr(coco_dr, "SEARCH_CHUNK", size)
+        build(get_recipe("coco-dr"), tmp_path / f"chunk{size}", src, {"k": 5, "negatives": 2}, offline=True)
+        assert (tmp_path / f"chunk{size}" / "msmarco.jsonl").read_bytes() == \
+            (tmp_path / "whole" / "msmarco.jsonl").read_bytes()
