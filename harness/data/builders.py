@@ -311,15 +311,24 @@ def _download(source: Source, dest: Path, sources_dir: Path) -> None:
     if source.hub:
         try:
             # lazy (start-up speed): huggingface_hub imports requests and more
-            from huggingface_hub import hf_hub_download
+            import huggingface_hub
         except ImportError:  # pragma: no cover - a dependency of transformers
             raise SourceError(f"{source.file}: huggingface_hub is not installed; place the file at {dest}") from None
+        remote = source.hub_file or source.file
         try:
-            got = Path(hf_hub_download(source.hub, source.hub_file or source.file, repo_type="dataset",
-                                       revision=source.revision))
+            got = Path(huggingface_hub.hf_hub_download(source.hub, remote, repo_type="dataset",
+                                                       revision=source.revision))
+            infos = huggingface_hub.HfApi().get_paths_info(source.hub, [remote], repo_type="dataset",
+                                                           revision=source.revision)
         except Exception as exc:  # the hub client raises many kinds; each must name the file
             raise SourceError(f"{source.file}: download from {source.origin} failed ({type(exc).__name__}: "
                               f"{exc}); place the file at {dest}") from None
+        # The hub publishes the SHA-256 of every LFS file: check the bytes against it before they are used.
+        lfs = getattr(infos[0], "lfs", None) if infos else None
+        published = lfs.get("sha256") if isinstance(lfs, dict) else getattr(lfs, "sha256", None)
+        if published and sha256_file(got) != published:
+            raise SourceError(f"{source.file}: the downloaded file does not match the SHA-256 the hub publishes "
+                              f"for {source.origin} ({published}); try again")
         with open(got, "rb") as handle:
             _copy_into_place(handle, dest)
         return

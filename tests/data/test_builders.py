@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import huggingface_hub
 import pytest
 
 from harness.cli import main
@@ -138,6 +139,40 @@ def test_sources_download_from_urls_and_archives(tmp_path: Path, http_root) -> N
                                           r"\.jsonl failed .*; place the file at "):
         build(recipe, tmp_path / "out2", tmp_path / "other", offline=False)
     assert not (tmp_path / "other" / "rows.jsonl").exists()
+
+
+class FromHub(OneFile):
+    def sources(self, options: dict[str, Any]) -> list[Source]:
+        return [Source("rows.jsonl", hub="someone/data", hub_file="data/rows.jsonl.txt", revision="abc")]
+
+
+def test_hub_download_is_checked_against_the_published_lfs_checksum(tmp_path: Path, monkeypatch) -> None:
+    """The hub client is replaced by a stand-in that serves a local file and its LFS record."""
+    served = tmp_path / "hub-cache" / "rows.jsonl.txt"
+    served.parent.mkdir()
+    served.write_text("x y z\n")
+    published = {"sha256": builders.sha256_file(served)}
+    asked: list[tuple] = []
+
+    def download(repo, filename, *, repo_type, revision):
+        asked.append((repo, filename, repo_type, revision))
+        return str(served)
+
+    class Api:
+        def get_paths_info(self, repo, paths, *, repo_type, revision):
+            return [type("RepoFile", (), {"lfs": published})()]
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    monkeypatch.setattr(huggingface_hub, "HfApi", Api)
+    report = build(FromHub(), tmp_path / "out", tmp_path / "src", offline=False)
+    assert asked == [("someone/data", "data/rows.jsonl.txt", "dataset", "abc")]
+    assert report.manifest["totals"]["rows"] == 3
+    assert report.manifest["sources"][0]["hub"] == "someone/data"
+    published["sha256"] = "f" * 64                  # the hub says otherwise: nothing is placed
+    with pytest.raises(SourceError, match=r"rows\.jsonl: the downloaded file does not match the SHA-256 the hub "
+                                          r"publishes for hub dataset someone/data@abc : data/rows\.jsonl\.txt"):
+        build(FromHub(), tmp_path / "out2", tmp_path / "src2", offline=False)
+    assert not (tmp_path / "src2" / "rows.jsonl").exists()
 
 
 def test_changed_source_fails_against_the_recorded_checksum(tmp_path: Path, sources) -> None:
