@@ -64,6 +64,51 @@ SETS: dict[str, tuple[str | list[str], str, int, str | None, str]] = {
 }
 
 
+# Instructions: paper 000 appendix "Prompts for Training Sets", verbatim (two prompts where it lists (1) and
+# (2), drawn per example by the trainer).
+_WIKI_QA = ["Given a question, retrieve Wikipedia passages that answer the question",
+            "Retrieve Wikipedia passages that answer the question"]
+PROMPTS: dict[str, str | list[str]] = {
+    "agnews": "Given a news title, retrieve the news descriptions that match the title",
+    "AllNLI": ["Given a premise, retrieve a hypothesis that is entailed by the premise",
+               "Retrieve semantically similar text."],
+    "altlex": ["Given a sentence, retrieve a paraphrase Wikipedia sentence",
+               "Given a passage, retrieve a Wikipedia passage that forms paraphrase pairs"],
+    "amazon_review_2018_1m": ["Given a title, retrieve the corresponding reviews from Amazon",
+                              "Given a title, retrieve a Amazon review"],
+    "cnn_dailymail": "Given highlight sentences, retrieve an relevant article that match the sentences",
+    "codesearchnet": "Given a comment of the function code, retrieve the corresponding code blocks",
+    "dureader": "Given a Chinese search query, retrieve web passages that answer the question",
+    "eli5_question_answer": "Provided a user question, retrieve the highest voted answers on Reddit ELI5 forum",
+    "gooaq_pairs": "Given a web search query, retrieve the corresponding answers from Google",
+    "hotpotqa": "Given a multi-hop question, retrieve documents that can help answer the question",
+    "medmcqa": ["Given a medical query, retrieve relevant passages that answer the query",
+                "Given a medical question, retrieve passages that answer the question"],
+    "miracl": _WIKI_QA,
+    "mr_tydi_combined": _WIKI_QA,
+    "msmarco": "Given a web search query, retrieve relevant passages that answer the query",
+    "nq": _WIKI_QA,
+    "quora_duplicates_triplets": ["Given a question, retrieve questions that are semantically equivalent to the "
+                                  "given question", "Find questions that have the same meaning as the input question"],
+    "searchQA_top5_snippets": ["Given a question, retrieve text snippets that answer the question",
+                               "Retrieve text snippets that answer the question"],
+    "sentence-compression": "Given a sentence, retrieve a short sentence that is semantically equivalent to the "
+                            "given sentence",
+    "SimpleWiki": ["Given a Wikipedia sentence, retrieve sentences that are semantically equivalent to the given "
+                   "sentence", "Retrieve semantically similar text."],
+    "squad_pairs": _WIKI_QA,
+    "stackexchange_duplicate_questions_title-body_title-body": "Retrieve duplicate questions and passages from "
+                                                               "StackOverflow forum",
+    "t2ranking": "Given a Chinese search query, retrieve web passages that answer the question",
+    "trivia": _WIKI_QA,
+    "xsum": "Given a news summary, retrieve articles that match the summary",
+    "yahoo_answers_title_answer": "Given a title, retrieve Yahoo answers that match the title",
+}
+# Symmetric sets also prompt their passages (tdro src/tdro/finetune/data_utils.py, METHODS.md 0.2).
+SYMMETRIC = {"AllNLI", "altlex", "SimpleWiki", "quora_duplicates_triplets",
+             "stackexchange_duplicate_questions_title-body_title-body"}
+
+
 def source_file(name: str) -> str:
     """The set's file in the sources folder."""
     return f"{name}.jsonl.gz" if SETS[name][3] else f"{name}.jsonl"
@@ -161,5 +206,6 @@ class TdroRecipe(DataRecipe):
                 yield row
             stats["rows_kept"] = kept
 
-        metadata = {"language": language, "task": category, "paper_size": paper_size}
+        metadata = {"language": language, "task": category, "prompt": PROMPTS[subset],
+                    "symmetric": subset in SYMMETRIC, "paper_size": paper_size}
         return SubsetResult(rows(), metadata, stats)

@@ -264,6 +264,11 @@ def test_tdro_removes_exactly_the_planted_duplicates(tmp_path: Path, sources) ->
     data = load_training_data([tmp_path / "out"])
     assert len(data) == 25 and sum(data.sizes) == 102
     assert data.sources[data.index("miracl")].language[:2] == ["ar", "bn"]
+    nli = data.sources[data.index("AllNLI")]
+    assert nli.symmetric and nli.prompts == ["Given a premise, retrieve a hypothesis that is entailed by the premise",
+                                             "Retrieve semantically similar text."]
+    assert not data.sources[data.index("xsum")].symmetric
+    assert set(tdro.PROMPTS) == set(tdro.SETS) and len(tdro.SETS) == 25
 
 
 @pytest.mark.parametrize(("options", "squad_removed", "nq_removed"), [
