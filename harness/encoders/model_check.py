@@ -31,6 +31,7 @@ from harness.encoders.refs import (
     ALIASES,
     RUN_MODEL_DIR,
     hub_cache_dir,
+    hub_name,
     hub_snapshot,
     is_offline,
     is_run_dir,
@@ -82,6 +83,7 @@ def check_model(name_or_path: str) -> None:
     if not looks_like_hub_id(name):
         raise InputError(path, "model folder does not exist; check the path (or use an alias such as 'minilm', "
                                "or a hub id such as 'org/name')")
+    name = hub_name(name)   # a known checkpoint's alias (harness.encoders.known) is checked as its hub id
     snapshot = hub_snapshot(name)
     if snapshot is not None:
         # Online, transformers downloads whatever the snapshot lacks; offline it must be complete.

