@@ -24,9 +24,16 @@ candidates of the trainer (own hard negatives + every other passage of the batch
 all-gathered across ranks); the batch statistics are global (all-gathered) by default;
 with gradient accumulation each micro-batch is one "batch" of the paper (t updates per
 micro-batch).  The scalar t is method state, saved in checkpoints.
+
+PEG's progressive weights also wrap another method's per-sample loss (option ``base``,
+:mod:`harness.method.compose`): ``loss = mean_q w_q * l_q`` with sigma, t and w_q as above, a
+suite-file line such as ``{method: peg, options: {base: debiased, scale_negatives: false}}``.
+:func:`progressive_weights` is that kernel; what PEG reads around a base whose similarity is not
+a cosine, and why a_n is refused there, is in :class:`PEG`'s docstring.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,7 +44,7 @@ import torch.nn.functional as F
 from harness.errors import ConfigError, InputError
 from harness.io import atomic_write, atomic_write_json
 from harness.method import Method, register_method
-from harness.recipe import option, preset, rebased
+from harness.recipe import BaseLossOptions, option, preset, rebased
 from harness.train.api import LOG_FILE, read_log, reduce_losses
 
 if TYPE_CHECKING:
@@ -97,6 +104,51 @@ class PEGTerms:
                 int(torch.count_nonzero(mask & (self.base < 1))))
 
 
+@dataclass
+class ProgressiveWeights:
+    """PEG's batch statistics and query weights (all detached): what wraps another method's loss."""
+
+    weights: torch.Tensor       # (B,) w_q (ones when query weighting is off)
+    above: torch.Tensor         # (B,) bool: s(q, p) >= sigma
+    sigma: torch.Tensor         # 0-d: the batch threshold
+    batch_mean: torch.Tensor    # 0-d: the mean positive similarity the statistics used
+    new_t: torch.Tensor         # 0-d: the momentum bias after this batch's update
+
+
+def progressive_weights(pos: torch.Tensor, t: float | torch.Tensor, *, alpha: float = 0.5, beta: float = 0.1,
+                        batch_mean: float | torch.Tensor | None = None, weight_queries: bool = True,
+                        momentum: bool = True) -> ProgressiveWeights:
+    """sigma, t and w_q of one batch from its (B,) positive similarities ``pos`` (no gradient).
+
+    ``sigma = mean - beta``; ``new_t = alpha * mean + (1 - alpha) * t`` (``t`` unchanged when
+    ``momentum`` is off); ``w_q = 1`` where ``pos >= sigma``, else ``pos / sigma`` clipped to
+    [0, 1].  ``batch_mean`` replaces ``pos.mean()`` (the all-gathered mean of a distributed batch).
+    """
+    with torch.no_grad():
+        pos = pos.detach()
+        mean = pos.mean() if batch_mean is None else torch.as_tensor(batch_mean, dtype=pos.dtype, device=pos.device)
+        sigma = mean - beta
+        t_old = torch.as_tensor(t, dtype=pos.dtype, device=pos.device)
+        new_t = alpha * mean + (1.0 - alpha) * t_old if momentum else t_old
+        above = pos >= sigma
+        if weight_queries:
+            weights = torch.where(above, 1.0, (pos / sigma).clamp(0.0, 1.0))
+        else:
+            weights = torch.ones_like(pos)
+    return ProgressiveWeights(weights, above, sigma, mean, new_t)
+
+
+def _hard_negatives(sim: torch.Tensor, pos: torch.Tensor, above: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """(B, C) bool: the a_n condition ``s(q, p) >= sigma and s(q, n) >= s(q, p)``, the positive excluded."""
+    # One comparison per entry: rows below sigma get an unreachable threshold.  Ties count as
+    # hard ("s(q, n) < s(q, p)" keeps a_n = 1); the positive itself is never a negative, and
+    # non-candidates are masked out of the logits (and the counts) by ``allowed``.
+    threshold = torch.where(above, pos, float("inf"))
+    hard = sim >= threshold.unsqueeze(1)
+    hard[torch.arange(sim.shape[0], device=sim.device), targets] = False
+    return hard
+
+
 def peg_from_scores(sim: torch.Tensor, targets: torch.Tensor, allowed: torch.Tensor, t: float | torch.Tensor, *,
                     alpha: float = 0.5, beta: float = 0.1, tau: float = 0.01, a_mode: str = "pos",
                     batch_mean: float | torch.Tensor | None = None, weight_queries: bool = True,
@@ -117,22 +169,10 @@ def peg_from_scores(sim: torch.Tensor, targets: torch.Tensor, allowed: torch.Ten
     pos = sim[rows, targets]
     with torch.no_grad():
         sim_d, pos_d = sim.detach(), pos.detach()
-        mean = pos_d.mean() if batch_mean is None else torch.as_tensor(batch_mean, dtype=sim.dtype,
-                                                                       device=sim.device)
-        sigma = mean - beta
-        t_old = torch.as_tensor(t, dtype=sim.dtype, device=sim.device)
-        new_t = alpha * mean + (1.0 - alpha) * t_old if momentum else t_old
-        above = pos_d >= sigma
-        # One comparison per entry: rows below sigma get an unreachable threshold.  Ties count as
-        # hard ("s(q, n) < s(q, p)" keeps a_n = 1); the positive itself is never a negative, and
-        # non-candidates are masked out of the logits below.
-        threshold = torch.where(above, pos_d, float("inf"))
-        hard = sim_d >= threshold.unsqueeze(1)
-        hard[rows, targets] = False
-        if weight_queries:
-            weights = torch.where(above, 1.0, (pos_d / sigma).clamp(0.0, 1.0))
-        else:
-            weights = torch.ones_like(pos_d)
+        w = progressive_weights(pos_d, t, alpha=alpha, beta=beta, batch_mean=batch_mean,
+                                weight_queries=weight_queries, momentum=momentum)
+        mean, sigma, new_t, above, weights = w.batch_mean, w.sigma, w.new_t, w.above, w.weights
+        hard = _hard_negatives(sim_d, pos_d, above, targets)
         if scale_negatives:
             base = new_t + (pos_d.unsqueeze(1) if a_mode == "pos" else sim_d)
             # a_n / tau = 1/tau + hard * (a_n - 1)/tau: cheaper than a broadcasting torch.where
@@ -263,15 +303,16 @@ _NO_CODE = "harness default: paper 002 releases no code (METHODS.md 3.3)"
 
 
 @dataclass(frozen=True)
-class PegOptions:
-    """PEG's ``method_options``: the loss's hyperparameters and its ablation switches."""
+class PegOptions(BaseLossOptions):
+    """PEG's ``method_options``: the loss's hyperparameters and its ablation switches (and, inherited, ``base``
+    and ``base_options``: PEG's progressive weights around another method's per-sample loss)."""
 
     alpha: float = option(0.5, doc="momentum of the bias t (t = alpha * mean positive similarity + (1 - alpha) * t)",
                           bounds="[0, 1]", source="paper 002 §3.1 (alpha = 0.5)")
     beta: float = option(0.1, doc="margin of the batch threshold sigma = mean positive similarity - beta",
                          unit="cosine similarity", source="paper 002 §3.1 (beta = 0.1)")
     tau: float | None = option(None, doc="temperature of the PEG loss; null: the spec's temperature (which the "
-                                         "logged plain InfoNCE always uses)", bounds="(0, inf)",
+                                         "logged plain InfoNCE always uses); none around a base", bounds="(0, inf)",
                                source="harness default: the spec's temperature (paper 002 §3.1: 0.01, the paper "
                                       "preset's)")
     a_mode: str = option("pos", doc="a_n = t + s(q, p) (pos, the paper's equation) or t + s(q, n) (neg, "
@@ -279,7 +320,8 @@ class PegOptions:
                          choices=A_MODES, source="paper 002 §3.1 equation (METHODS.md 3.3)")
     weight_queries: bool = option(True, doc="down-weight likely false positives (w_q); off: plain InfoNCE weights",
                                   source="paper 002 §3.1 (the full loss)")
-    scale_negatives: bool = option(True, doc="scale hard negatives' logits by a_n; off: a_n = 1",
+    scale_negatives: bool = option(True, doc="scale hard negatives' logits by a_n; off: a_n = 1 (must be off around "
+                                             "a base other than uniform)",
                                    source="paper 002 §3.1 (the full loss)")
     t_mode: str = option("momentum", doc="t updated by momentum each batch, or kept constant at t_init",
                          choices=T_MODES, source="paper 002 §3.1 (momentum bias)")
@@ -306,15 +348,51 @@ class PEG(Method):
     the mean applied w_q, and the shares of negatives that meet the a_n condition
     (``modulated_share``; scaled when ``scale_negatives`` is on) and that are emphasised
     (a_n > 1) or damped (a_n < 1).  The ablations thus log what full PEG would have selected.
+
+    Around a base (``base``, ``base_options``; :mod:`harness.method.compose`) PEG keeps only its
+    progressive query weights: the training loss is ``mean_q w_q * l_q`` with ``l_q`` the base's
+    per-sample loss (SPLADE's includes its FLOPS term) and w_q, sigma and t computed as above (no
+    gradient through w_q; t is method state).  The positive similarity s(q, p) PEG reads is the
+    candidates' score when the base formed InfoNCE candidates and the spec's similarity is ``cos``
+    (``uniform``, ``debiased``); otherwise (SPLADE's dot products, a base without candidates) the
+    cosine of each query with its positive passage from the encoded ``query``/``passage`` views.
+    harness default: normalise to cosine rather than refuse, since sigma's margin beta and the ratio
+    s(q, p) / sigma are defined on cosine similarities (paper 002 §3.1).  The a_n shares are logged
+    only where the candidates' cosines are read.  a_n (``scale_negatives``) rescales logits inside
+    InfoNCE's log-sum-exp, which no wrapper of another loss reaches: it must be off around a base,
+    and so must ``tau`` and ``a_mode`` (they only shape a_n's loss), except around ``uniform``, where
+    a_n on makes PEG form its own loss from the base's InfoNCE candidates, exactly the method alone.
     """
 
-    description = "PEG progressive loss (paper 002) and vanilla InfoNCE ablations"
+    description = "PEG progressive loss (paper 002) and vanilla InfoNCE ablations; its query weights wrap a base"
     presets = {"tiny": TINY, "small": SMALL, "paper": PAPER}
     Options = PegOptions
 
+    def resolve_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        opts = super().resolve_options(options)
+        base = opts["base"]
+        if base and not _own_loss(opts):
+            if opts["scale_negatives"]:
+                raise ConfigError(f"method 'peg' around base {base!r}: scale_negatives (a_n) rescales hard negatives "
+                                  f"inside InfoNCE's log-sum-exp, which a wrapper of another method's per-sample "
+                                  f"losses cannot reach; set scale_negatives: false (only the progressive weights "
+                                  f"w_q wrap a base; a_n is kept only around base 'uniform')")
+            # Options that only shape PEG's own loss would be silently ignored around a base.
+            if opts["tau"] is not None:
+                raise ConfigError(f"method 'peg' around base {base!r}: tau is the temperature of PEG's own loss; "
+                                  f"the base's loss uses its own (the spec's temperature): remove tau")
+            if opts["a_mode"] != "pos":
+                raise ConfigError(f"method 'peg' around base {base!r}: a_mode shapes a_n only, which is off around "
+                                  f"a base: remove a_mode")
+        return opts
+
     def configure(self, ctx: TrainContext) -> None:
         opts = ctx.options
-        if ctx.spec.similarity != "cos":
+        # Around a base PEG reads cosines whatever the spec's similarity (see the class docstring).
+        self.wraps = bool(opts["base"]) and not _own_loss(opts)
+        self.base_name = opts["base"]
+        self.an_measured = not self.wraps         # whether the a_n condition was read (its shares logged)
+        if not self.wraps and ctx.spec.similarity != "cos":
             raise ConfigError(f"method peg: its threshold and scaling are defined on cosine similarities; "
                               f"the spec asks for {ctx.spec.similarity!r}")
         self.tau = float(ctx.spec.temperature if opts["tau"] is None else opts["tau"])
@@ -330,16 +408,7 @@ class PEG(Method):
         opts = self.options
         if ctx.micro_step == 0:
             self._sums.zero_()
-        # The trainer's InfoNCE candidates: no second similarity matrix (or passage gather).
-        cand = out.candidates if out.candidates is not None else ctx.candidates(out.q, out.p)
-        sim, allowed, targets = cand.sim, cand.allowed, cand.targets
-        rows = torch.arange(sim.shape[0], device=sim.device)
-        pos = sim.detach()[rows, targets]
-        batch_mean = ctx.all_gather(pos).mean() if opts["statistics"] == "global" else None
-        terms = peg_from_scores(sim, targets, allowed, self.t, alpha=float(opts["alpha"]), beta=float(opts["beta"]),
-                                tau=self.tau, a_mode=opts["a_mode"], batch_mean=batch_mean,
-                                weight_queries=opts["weight_queries"], scale_negatives=opts["scale_negatives"],
-                                momentum=opts["t_mode"] == "momentum")
+        terms = self._wrapped_terms(out, ctx) if self.wraps else self._own_terms(out, ctx)
         if opts["t_mode"] == "momentum":      # a constant t stays exactly the configured number
             self.t = float(terms.new_t)
         self.batches += 1
@@ -347,6 +416,63 @@ class PEG(Method):
         if opts["record_query_weights"]:
             self._record_rows(terms, ctx)
         return terms.loss
+
+    def _own_terms(self, out: LossOutput, ctx: TrainContext) -> PEGTerms:
+        """PEG's own loss over the trainer's InfoNCE candidates (no base, or a_n around ``uniform``)."""
+        opts = self.options
+        # The trainer's InfoNCE candidates: no second similarity matrix (or passage gather).
+        cand = out.candidates if out.candidates is not None else ctx.candidates(out.q, out.p)
+        sim, allowed, targets = cand.sim, cand.allowed, cand.targets
+        rows = torch.arange(sim.shape[0], device=sim.device)
+        pos = sim.detach()[rows, targets]
+        batch_mean = ctx.all_gather(pos).mean() if opts["statistics"] == "global" else None
+        return peg_from_scores(sim, targets, allowed, self.t, alpha=float(opts["alpha"]), beta=float(opts["beta"]),
+                               tau=self.tau, a_mode=opts["a_mode"], batch_mean=batch_mean,
+                               weight_queries=opts["weight_queries"], scale_negatives=opts["scale_negatives"],
+                               momentum=opts["t_mode"] == "momentum")
+
+    def _wrapped_terms(self, out: LossOutput, ctx: TrainContext) -> PEGTerms:
+        """The base's per-sample losses times w_q, with the statistics PEG alone would log."""
+        opts = self.options
+        cand = out.candidates
+        measured = cand is not None and ctx.spec.similarity == "cos"
+        if cand is not None and measured:
+            sim = cand.sim.detach()
+            sim = sim.to(torch.promote_types(sim.dtype, torch.float32))
+            allowed, targets = cand.allowed, cand.targets
+            pos = sim[torch.arange(sim.shape[0], device=sim.device), targets]
+        else:
+            pos = self._positive_cosines(out, ctx)
+        if out.losses.shape != pos.shape:
+            raise ConfigError(f"method 'peg' around base {self.base_name!r}: the base gives {out.losses.numel()} "
+                              f"per-sample losses for {pos.numel()} queries; PEG weights one loss per query")
+        batch_mean = ctx.all_gather(pos).mean() if opts["statistics"] == "global" else None
+        w = progressive_weights(pos, self.t, alpha=float(opts["alpha"]), beta=float(opts["beta"]),
+                                batch_mean=batch_mean, weight_queries=opts["weight_queries"],
+                                momentum=opts["t_mode"] == "momentum")
+        if measured:
+            hard = _hard_negatives(sim, pos, w.above, targets)
+        else:       # no cosine candidate matrix: no negatives are counted (their shares are not logged)
+            allowed = torch.ones((len(pos), 1), dtype=torch.bool, device=pos.device)
+            targets = torch.zeros(len(pos), dtype=torch.long, device=pos.device)
+            hard = torch.zeros_like(allowed)
+        self.an_measured = measured
+        losses = w.weights.to(out.losses.dtype) * out.losses
+        return PEGTerms(losses.mean(), losses, w.new_t, w.sigma, w.batch_mean, pos, w.weights, w.above, hard,
+                        allowed, targets, None)
+
+    def _positive_cosines(self, out: LossOutput, ctx: TrainContext) -> torch.Tensor:
+        """(B,) cos(q, p) of each local query with its positive (the first passage of its group), no gradient."""
+        encoded = out.encoded
+        if encoded is None or "query" not in encoded.views or "passage" not in encoded.views:
+            views = ", ".join(encoded.views) if encoded is not None else "none"
+            raise ConfigError(f"method 'peg' around base {self.base_name!r}: PEG reads each query's similarity with "
+                              f"its positive from the encoded 'query' and 'passage' views; this base's batches have "
+                              f"{views}")
+        q, p = out.q.detach(), out.p.detach()
+        dtype = torch.promote_types(torch.promote_types(q.dtype, p.dtype), torch.float32)
+        positives = p[::ctx.query_batch().passages_per_query]
+        return F.cosine_similarity(q.to(dtype), positives.to(dtype), dim=-1)
 
     def _accumulate(self, terms: PEGTerms, ctx: TrainContext) -> None:
         with torch.no_grad():
@@ -369,9 +495,11 @@ class PEG(Method):
     def scalars(self) -> dict[str, float]:
         s = dict(zip(_SUMS, self._sums.tolist()))
         queries, negatives, batches = max(s["queries"], 1.0), max(s["negatives"], 1.0), max(s["batches"], 1.0)
-        return {"t": self.t, "sigma": s["sigma"] / batches, "pos_sim": s["pos_mean"] / batches,
-                "downweighted_share": 1.0 - s["above"] / queries, "mean_w": s["sum_w"] / queries,
-                "modulated_share": s["modulated"] / negatives, "emphasised_share": s["emphasised"] / negatives,
+        out = {"t": self.t, "sigma": s["sigma"] / batches, "pos_sim": s["pos_mean"] / batches,
+               "downweighted_share": 1.0 - s["above"] / queries, "mean_w": s["sum_w"] / queries}
+        if not getattr(self, "an_measured", True):      # around a base read without cosine candidates
+            return out
+        return {**out, "modulated_share": s["modulated"] / negatives, "emphasised_share": s["emphasised"] / negatives,
                 "damped_share": s["damped"] / negatives}
 
     def state_dict(self) -> dict[str, Any]:
@@ -400,6 +528,12 @@ class PEG(Method):
             progressive_state_figure(records, directory / "progressive_state")
 
 
+def _own_loss(opts: Mapping[str, Any]) -> bool:
+    """Whether PEG forms its own loss: no base, or a_n kept around ``uniform`` (whose losses are InfoNCE over
+    the same candidates, so PEG's loss on them is exactly PEG alone)."""
+    return not opts["base"] or (opts["base"] == "uniform" and bool(opts["scale_negatives"]))
+
+
 _SUMS = ("queries", "above", "sum_w", "negatives", "modulated", "emphasised", "damped", "sigma", "pos_mean",
          "batches")
 
@@ -408,7 +542,9 @@ def progressive_state_figure(records: list[dict[str, Any]], stem: str | Path, la
     """Plot t, sigma and the down-weighted / modulated / emphasised / damped shares over steps (PNG + PDF)."""
     from reports.plots import save_figure, training_curves_figure  # lazy (start-up speed): imports matplotlib
 
-    fig = training_curves_figure({label: records}, scalars=PLOTTED, height_per_scalar=2.0)
+    # The a_n shares are absent from runs around a base without cosine candidates (PEG.scalars).
+    plotted = [name for name in PLOTTED if any(name in r for r in records)]
+    fig = training_curves_figure({label: records}, scalars=plotted, height_per_scalar=2.0)
     return save_figure(fig, stem)
 
 

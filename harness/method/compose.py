@@ -4,13 +4,18 @@ A *base* is any registered method that defines a per-sample loss (``losses``) an
 that loss needs (its representation head, its batches, its encoder, its step state): InfoNCE
 (``uniform``), SPLADE's ranking loss + FLOPS (``splade``), a loss-only method of your own.  A
 *reweighting* method decides how those per-sample losses become the training loss: tDRO's transferred
-dataset weights, GroupDRO's and iDRO's cluster weights.  A method that accepts the option ``base``
-(its ``Options`` inherit :class:`harness.recipe.BaseLossOptions`) wraps any base, so "GroupDRO around SPLADE" or
-"tDRO around the debiased loss" is a suite-file line, not a subclass::
+dataset weights, GroupDRO's and iDRO's cluster weights (and their ERM baseline), the language-topic weights of
+``mined``, PEG's progressive query weights w_q (its a_n scaling lives inside InfoNCE and is refused around a
+base other than ``uniform``).  A method that accepts the option ``base``
+(its ``Options`` inherit :class:`harness.recipe.BaseLossOptions`) wraps any base, so "GroupDRO around SPLADE",
+"tDRO around the debiased loss" or "PEG's weights around the debiased loss" is a suite-file line, not a subclass::
 
     - id: debiased-groupdro
       method: groupdro
       options: {base: debiased, base_options: {tau_plus: 0.1}}
+    - id: debiased-peg
+      method: peg
+      options: {base: debiased, scale_negatives: false}
 
 What comes from where (like sentence-transformers' ``SpladeLoss(model, loss=...)`` wrapping):
 

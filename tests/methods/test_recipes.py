@@ -98,7 +98,7 @@ def test_unknown_option_is_refused_with_did_you_mean_and_the_list():
         get_method("peg").resolve_options({"alpah": 0.3})
     message = str(exc.value)
     assert "method 'peg': unknown option(s) alpah" in message and "did you mean 'alpha'?" in message
-    assert "options: a_mode, alpha, beta" in message
+    assert "options: a_mode, alpha, base, base_options, beta" in message
 
 
 def test_wrong_choice_type_and_range_are_refused():
