@@ -9,6 +9,8 @@ writes the tables, and ``harness table suite NAME --html`` calls :func:`write_cl
 from __future__ import annotations
 
 import logging
+import math
+import re
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -17,18 +19,21 @@ from typing import TYPE_CHECKING
 from harness.ablation.axes import baseline_system, replicates, suite_systems
 from harness.ablation.benchmarks import load_benchmark_ref
 from harness.ablation.cells import eval_key
+from harness.ablation.layout import REPORTED_MARK, layout_kind, layout_names, load_layout
 from harness.ablation.paths import cell_result_dir, eval_cell_dir, report_dir
 from harness.ablation.provenance import settings_diff, value_text
 from harness.ablation.spec import AblationSuite
 from harness.benchmark import LoadedBenchmark
-from harness.errors import ConfigError
+from harness.errors import ConfigError, InputError
 from harness.io.results_layout import CELL_RESULTS_DIR, COMPARISONS_FILE, HTML_DIR
 from harness.store import RUN_FILE, is_result_dir, load_result
+from reports.table import MISSING, BodyRow, Table
+from reports.table import layout as table_layout
 
 if TYPE_CHECKING:
     from harness.ablation.runner import SuiteRun
     from reports.html import BenchmarkTexts, SuiteInputs
-    from reports.html.model import SettingRow
+    from reports.html.model import ResultTable, SettingRow
 
 log = logging.getLogger("harness.ablation")
 
@@ -152,9 +157,66 @@ def write_suite_html(suite: AblationSuite, scale: str, results_root: str | Path,
 
     inputs = suite_inputs(suite, scale, results_root, loader, generated_by)
     report = build_report(inputs)
+    tables, problems = reported_tables(suite, scale, results_root)
+    report.tables += tables
+    report.warnings += problems
     for warning in report.warnings:
         log.warning("HTML report of %s (%s): %s", suite.name, scale, warning)
     return write_html(report, html_dir(results_root, suite.name, scale))
+
+
+def reported_tables(suite: AblationSuite, scale: str, results_root: str | Path) -> tuple[list[ResultTable], list[str]]:
+    """The suite's layouts that print a paper's numbers beside ours (reported rows or columns), as tables of the
+    HTML report, and a warning for each such layout that could not be rendered (the report stands without it)."""
+    tables: list[ResultTable] = []
+    warnings: list[str] = []
+    names, _ = layout_names(suite)
+    for name in names:
+        try:
+            layout = load_layout(suite, scale, name)
+        except ConfigError:
+            continue            # e.g. a layout without columns at this scale: not part of this report
+        if not layout.has_reported:
+            continue
+        try:
+            table = layout_kind(layout.kind).render(suite, scale, results_root, layout)
+        except (ConfigError, InputError) as exc:
+            warnings.append(f"layout {name!r} (printed numbers beside ours) was not rendered: {exc}")
+            continue
+        tables.append(html_table(table, f"reported-{name}", f"{table.caption} (layout {name})"))
+    return tables, warnings
+
+
+def html_table(table: Table, table_id: str, title: str) -> ResultTable:
+    """A :class:`reports.table.Table` as a table of the HTML report, with the texts its Markdown shows: printed
+    numbers carry their mark and footnote number, the footnotes and notes follow the table."""
+    from reports.html.model import ResultTable, StatCell, TableColumn, TableRow  # lazy (start-up speed): jinja2, scipy
+
+    shown = table_layout(table)
+    rows = []
+    for item in shown.body:
+        if not isinstance(item, BodyRow):
+            continue
+        cells = {}
+        for column, cell in zip(shown.columns, item.cells):
+            if cell.text == MISSING and cell.note_ref is None:
+                continue
+            text = cell.text + (REPORTED_MARK if REPORTED_MARK in cell.marks else "") + \
+                (f" [{cell.note_ref}]" if cell.note_ref else "")
+            cells[column.key] = StatCell(_sort_value(cell.text), text, delta_text=cell.delta or "",
+                                         mark="".join(m for m in cell.marks if m != REPORTED_MARK), best=cell.bold)
+        printed_only = all(REPORTED_MARK in c.marks for c in item.cells if c.text != MISSING)
+        kind = "baseline" if item.kind == "baseline" else "reported" if printed_only else "system"
+        rows.append(TableRow(item.label, kind, cells))
+    notes = [*shown.notes, *(f"[{ref}] {text}" for ref, text in shown.cell_notes)]
+    return ResultTable(table_id, title, [TableColumn(c.key, c.label, c.group or "") for c in shown.columns], rows,
+                       list(shown.legend), notes)
+
+
+def _sort_value(text: str) -> float:
+    """The number a cell sorts by: its leading number ("48.7 ± 0.3", "+1.2"), NaN for text."""
+    match = re.match(r"[+-]?\d+(?:\.\d+)?", text)
+    return float(match.group(0)) if match else math.nan
 
 
 def write_cli_html(suite: AblationSuite, scale: str, results_root: str | Path) -> Path:

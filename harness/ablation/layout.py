@@ -39,7 +39,8 @@ reads its own settings from the layout's ``options:`` mapping (per scale:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +52,24 @@ from harness.ablation.paths import (  # noqa: F401 (read_summary: re-exported)
     train_cell_dir,
 )
 from harness.ablation.problems import Problems
-from harness.ablation.schema import ColumnEntry, LayoutScaleEntry, RowGroup, TableSection, given, read_table
+from harness.ablation.schema import (
+    ColumnEntry,
+    LayoutScaleEntry,
+    ReportedRef,
+    ReportedRowEntry,
+    RowGroup,
+    TableSection,
+    closest,
+    find_line,
+    given,
+    line_title,
+    read_table,
+)
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError, InputError
 from harness.io.readers import read_json_object
 from harness.registry import Registry
-from reports.table import Cell, Column, Row, Table
+from reports.table import Cell, Column, Row, Table, emphasis, format_delta
 
 
 class LayoutKind:
@@ -105,12 +118,16 @@ class LayoutColumn:
     metric: str = ""
     group: str | None = None
     label: str | None = None
+    reported_column: str | None = None     # the paper column (or row) this column shows in reported rows
+    reported_row: str | None = None
+    reported: ReportedRef | None = None    # a reported column after this one (printed value and difference)
 
 
 @dataclass
 class LayoutRowGroup:
     group: str | None
     variants: list[str]
+    reported: ReportedRowEntry | None = None   # a row of a paper's printed numbers (variants is empty)
 
 
 @dataclass
@@ -122,6 +139,12 @@ class TableLayout:
     rows: list[LayoutRowGroup] = field(default_factory=list)
     decimals: int | None = None
     options: dict[str, Any] = field(default_factory=dict)   # settings of a plug-in kind
+    bold_reported: bool = False            # reported numbers take part in bold-best
+
+    @property
+    def has_reported(self) -> bool:
+        """Whether the layout shows a paper's printed numbers (reported rows or columns)."""
+        return any(g.reported is not None for g in self.rows) or any(c.reported is not None for c in self.columns)
 
 
 def table_section(suite: AblationSuite) -> TableSection:
@@ -171,9 +194,27 @@ def load_layout(suite: AblationSuite, scale: str, name: str | None = None) -> Ta
         rows = [LayoutRowGroup(None, [v.id for v in suite.variants])]
     caption = per_scale.caption if per_scale.caption is not None else entry.caption
     layout = TableLayout(name, entry.kind, str(caption), columns, rows, entry.decimals,
-                         {**entry.options, **per_scale.options})
+                         {**entry.options, **per_scale.options}, entry.bold_reported)
+    if layout.has_reported:
+        _check_reported(layout, kind_impl, row_ids, f"{where} {name!r}")
     kind_impl.check(layout, suite, scale)
     return layout
+
+
+def _check_reported(layout: TableLayout, kind: LayoutKind, system_ids: set[str], where: str) -> None:
+    """Reported numbers: a results layout only; a reported column maps declared variants (or sweep points)."""
+    if not isinstance(kind, ResultsLayout):
+        raise ConfigError(f"{where}: reported rows and columns (a paper's printed numbers) are shown by results "
+                          f"layouts only, not by kind {layout.kind!r}")
+    for column in layout.columns:
+        ref = column.reported
+        if ref is None:
+            continue
+        for variant in [*ref.rows, *ref.columns]:
+            if variant not in system_ids:
+                hint = closest(variant, system_ids)
+                raise ConfigError(f"{where}: the reported column after {column.benchmark}/{column.metric} maps "
+                                  f"unknown variant {variant!r}" + (f" (did you mean {hint!r}?)" if hint else ""))
 
 
 def layout_kind(name: str) -> LayoutKind:
@@ -190,10 +231,13 @@ def _column(entry: str | ColumnEntry, columns: str, variant_ids: set[str], where
         return LayoutColumn(entry)
     if isinstance(entry, str):
         raise ConfigError(f"{where}: a column needs 'benchmark' and 'metric', got {entry!r}")
-    return LayoutColumn(str(entry.benchmark), str(entry.metric), entry.group, entry.label)
+    return LayoutColumn(str(entry.benchmark), str(entry.metric), entry.group, entry.label, entry.reported_column,
+                        entry.reported_row, entry.reported)
 
 
-def _row_group(entry: str | RowGroup, variant_ids: set[str], where: str) -> LayoutRowGroup:
+def _row_group(entry: str | RowGroup | ReportedRowEntry, variant_ids: set[str], where: str) -> LayoutRowGroup:
+    if isinstance(entry, ReportedRowEntry):
+        return LayoutRowGroup(entry.group, [], reported=entry)
     group = LayoutRowGroup(None, [entry]) if isinstance(entry, str) else LayoutRowGroup(entry.group, list(entry.rows))
     unknown = [v for v in group.variants if v not in variant_ids]
     if unknown:
@@ -284,14 +328,18 @@ def results_table(suite: AblationSuite, scale: str, results_root: str | Path, la
         cells[baseline].setdefault(key, Cell(c.mean_base))
     replicated = [s for s in systems if len(finished.runs(by_id[s], cfg.benchmarks[0].id)) > 1]
     means: dict[tuple[int, str], float] = {}
-    rows = []
-    for group, group_systems in [*row_groups]:
+    rows: list[Row] = []
+    reported_at: list[tuple[int, ReportedRowEntry]] = []     # (rows before it, the reported row)
+    for layout_group, (group, group_systems) in zip(layout.rows, row_groups):
+        if layout_group.reported is not None:
+            reported_at.append((len(rows), layout_group.reported))
         for system in group_systems:
             v = system.id
             kind = "baseline" if v == baseline else "data"
             rows.append(Row(labels[v], cells[v], group=group if kind == "data" else None, kind=kind))
     if not any(r.kind == "baseline" for r in rows):
         rows.insert(0, Row(labels[baseline], cells[baseline], kind="baseline"))
+        reported_at = [(at + 1, entry) for at, entry in reported_at]
     if replicated:       # mean ± sd over the seeds where a row has replicates
         for i, row in enumerate(rows):
             system = by_id[by_label[row.label]]
@@ -315,7 +363,121 @@ def results_table(suite: AblationSuite, scale: str, results_root: str | Path, la
         notes.append(REPLICATE_TEST_NOTE)
     table = Table(columns=columns, rows=rows, caption=caption, label=f"tab:{suite.name}-{layout.name}-{scale}",
                   legend=legend, notes=notes, decimals=layout.decimals or 1, scale=100.0, row_header="Variant")
-    return bold_by_value(table, means) if replicated else table
+    table = bold_by_value(table, means) if replicated else table
+    if not layout.has_reported:
+        return table
+    ours = {(i, key): means.get((i, key), cell.value) for i, row in enumerate(table.rows)
+            for key, cell in row.cells.items() if isinstance(means.get((i, key), cell.value), (int, float))}
+    return with_reported(table, layout, scale, [by_label[r.label] for r in table.rows], ours, reported_at)
+
+
+# ---------------------------------------------------------------------------------------------- reported numbers
+REPORTED_MARK = "§"      # a paper's printed number (GAIN_MARK/LOSS_MARK, the significance markers, are † and ‡)
+
+
+def _fraction(spec: Any) -> bool:
+    """Whether a transcribed table prints fractions (0.789) rather than percentages (78.9): every number <= 1."""
+    values = [p.value for r in spec.rows for p in r.cells if p.kind == "number"]
+    return bool(values) and all(0 <= v <= 1 for v in values)
+
+
+def printed_cell(spec: Any, row: int, column: int) -> Cell:
+    """The printed number at (``row``, ``column``) of a transcribed table as a cell of a suite table (scores are
+    fractions shown x 100), marked and with a footnote naming paper, table and cell; "–" where no number is printed."""
+    printed = spec.rows[row].cells[column]
+    where = (f"paper {spec.paper.id} Table {spec.number}, row {line_title(spec, 'row', row)}, column "
+             f"{line_title(spec, 'column', column)}")
+    if printed.kind == "number":
+        digits = f"{printed.value:.{printed.decimals}f}"
+        fraction = _fraction(spec)
+        value = Decimal(digits) if fraction else Decimal(digits) / 100
+        decimals = max(printed.decimals - 2, 0) if fraction else printed.decimals
+        return Cell(float(value), marks=(REPORTED_MARK,), note=f"{where}: {digits} printed", decimals=decimals)
+    if printed.kind == "text":
+        return Cell(printed.text, marks=(REPORTED_MARK,), note=f"{where}: {printed.text!r} printed")
+    missing = "a dash (no value)" if printed.kind == "dash" else "a cell the text extraction lost"
+    return Cell(None, note=f"{where}: {missing}")
+
+
+def with_reported(table: Table, layout: TableLayout, scale: str, systems: list[str],
+                  ours: dict[tuple[int, str], float], reported_at: list[tuple[int, ReportedRowEntry]]) -> Table:
+    """``table`` with the layout's reported rows (inserted where declared) and reported columns (after their
+    column: the printed value, and ours minus printed).  ``systems``: the system id of each row of ``table``;
+    ``ours``: the unrounded value of each of its cells.  Reported numbers are not ranked for bold-best unless
+    the layout says ``bold_reported: true``; without it the cells of ours keep the marking they have alone."""
+    flags = emphasis(table)
+    rows = [Row(r.label, {k: replace(c, bold=flags.get((i, k), (False, False))[0],
+                                     underline=flags.get((i, k), (False, False))[1]) for k, c in r.cells.items()},
+                r.group, r.kind) for i, r in enumerate(table.rows)]
+    # the value each shown cell is ranked by when bold_reported asks for it (None: not ranked)
+    ranked: list[dict[str, float | None]] = [{k: ours.get((i, k)) for k in r.cells} for i, r in enumerate(rows)]
+    columns: list[Column] = []
+    papers: dict[str, None] = {}
+    for column, layout_column in zip(table.columns, layout.columns):
+        columns.append(column)
+        ref = layout_column.reported
+        if ref is None:
+            continue
+        spec = ref.spec
+        papers[f"paper {spec.paper.id} ({spec.paper.short_name}) Table {spec.number}"] = None
+        paper_key, diff_key = f"{column.key}/reported", f"{column.key}/difference"
+        columns += [Column(paper_key, "paper", column.group, column.higher_is_better),
+                    Column(diff_key, "Δ", column.group, column.higher_is_better)]
+        for i, (row, system) in enumerate(zip(rows, systems)):
+            if ref.column is not None:         # the paper's rows are the systems
+                name = ref.rows.get(system)
+                cell = None if name is None else \
+                    printed_cell(spec, find_line(spec, "row", name), find_line(spec, "column", ref.column))
+            else:                              # the paper's columns are the systems
+                name = ref.columns.get(system)
+                cell = None if name is None else \
+                    printed_cell(spec, find_line(spec, "row", ref.row or ""), find_line(spec, "column", name))
+            if cell is None:
+                continue
+            row.cells[paper_key] = cell
+            ranked[i][paper_key] = cell.value if isinstance(cell.value, float) else None
+            mine = ours.get((i, column.key))
+            if mine is not None and isinstance(cell.value, float):
+                row.cells[diff_key] = Cell(format_delta(mine - cell.value, table.scale, table.decimals))
+    # inserted from the last: later rows first, so that rows declared at the same position keep their order
+    for _, (position, entry) in sorted(enumerate(reported_at), key=lambda x: (x[1][0], x[0]), reverse=True):
+        ref = entry.reported
+        assert ref is not None and ref.spec is not None
+        spec = ref.spec
+        papers[f"paper {spec.paper.id} ({spec.paper.short_name}) Table {spec.number}"] = None
+        cells: dict[str, Cell] = {}
+        for column, layout_column in zip(table.columns, layout.columns):
+            if ref.row is not None and layout_column.reported_column is not None:
+                cells[column.key] = printed_cell(spec, find_line(spec, "row", ref.row),
+                                                 find_line(spec, "column", layout_column.reported_column))
+            elif ref.column is not None and layout_column.reported_row is not None:
+                cells[column.key] = printed_cell(spec, find_line(spec, "row", layout_column.reported_row),
+                                                 find_line(spec, "column", ref.column))
+        title = spec.rows[find_line(spec, "row", ref.row)].label if ref.row is not None else \
+            spec.columns[find_line(spec, "column", ref.column or "")].label
+        label = entry.label or f"{title} (paper {spec.paper.id}, Tab. {spec.number})"
+        rows.insert(position, Row(label, cells, group=entry.group))
+        ranked.insert(position, {k: c.value if isinstance(c.value, float) else None for k, c in cells.items()})
+    comparable = "" if scale == "paper" else " (not comparable in value)"
+    notes = [*table.notes, f"{REPORTED_MARK} printed in {', '.join(papers)} (transcribed in reports/papers), shown "
+                           f"beside ours; ours ran at scale {scale}{comparable}."]
+    if any(c.key.endswith("/difference") for c in columns):
+        notes.append("Δ: ours minus the printed number, in the table's units.")
+    notes.append("Bold: the best of ours and of the printed numbers, ranked together." if layout.bold_reported else
+                 "Bold: the best of ours; printed numbers are not ranked.")
+    legend = {**table.legend, REPORTED_MARK: "printed in the paper (see the notes under the table)"}
+    out = replace(table, columns=columns, rows=rows, notes=notes, legend=legend, bold_best=False,
+                  underline_second=False)
+    if not layout.bold_reported:
+        return out
+    # rank ours and the printed numbers together (the difference columns are text: never ranked)
+    values = [Row(r.label, {k: Cell(v) for k, v in ranked[i].items() if v is not None}, r.group, r.kind)
+              for i, r in enumerate(rows)]
+    flags = emphasis(replace(out, rows=values, bold_best=True, underline_second=table.underline_second))
+    return replace(out, rows=[Row(r.label, {k: replace(c, bold=flags.get((i, k), (False, False))[0],
+                                                       underline=flags.get((i, k), (False, False))[1])
+                                            for k, c in r.cells.items()}, r.group, r.kind)
+                              for i, r in enumerate(rows)])
 
 
 def suite_weights(suite: AblationSuite, scale: str, results_root: str | Path,

@@ -20,7 +20,9 @@ checkpoints, TrainSpec overrides).  A section records which keys the file gave (
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Callable
@@ -28,11 +30,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Union
 
 from harness.ablation.problems import KeyPath, Problems
-from harness.errors import ConfigError
+from harness.errors import ConfigError, InputError
 from harness.io.paths import check_component
 from harness.retrieval.impact import check_quantization
 from harness.retrieval.sparse import check_backend
 from harness.train.spec import LoraSpec, TrainSpec, field_problems
+from reports.papers import PaperSpec, TableSpec, list_papers, load_tables, table_numbers
 
 # Top-level keys starting with this are extension fields: holders for YAML anchors (``x-stage1: &stage1``).
 EXTENSION_PREFIX = "x-"
@@ -296,6 +299,15 @@ class ColumnEntry(Section):
     metric: str = setting(required=True)
     group: str | None = setting()
     label: str | None = setting()
+    # the paper's line this column stands for, in the layout's reported rows (harness.ablation.reported)
+    reported_column: str | None = setting(names=True)
+    reported_row: str | None = setting(names=True)
+    reported: ReportedRef | None = setting()
+
+    def finish(self, keypath: KeyPath, reader: SchemaReader) -> Any:
+        if self.reported is not None:
+            check_reported_column(self.reported, keypath + ("reported",), reader)
+        return self
 
 
 @dataclass
@@ -308,7 +320,219 @@ class RowGroup(Section):
     rows: list[str] = setting(required=True, factory=list, names=True)
 
 
-ROW_WHAT = "a variant id or {group: ..., rows: [...]}"
+ROW_WHAT = "a variant id or {group: ..., rows: [...]}"   # or a reported row: {reported: {...}, label: ...}
+
+
+@dataclass
+class ReportedRef(Section):
+    """Numbers printed in a paper's transcribed table (``reports/papers``): ``{paper, table, row | column}``,
+    and in a reported column the variants' lines (``rows`` or ``columns``: variant id -> paper label)."""
+
+    EXPECT: ClassVar[str] = "reported must be a mapping {paper, table, row | column, ...}, got {got}"
+
+    paper: str | None = setting(required=True, names=True)
+    table: int | None = setting(required=True, minimum=1)
+    row: str | None = setting(names=True)
+    column: str | None = setting(names=True)
+    rows: dict[str, str] = setting(factory=dict, item_meta={"names": True})
+    columns: dict[str, str] = setting(factory=dict, item_meta={"names": True})
+    # filled by the checks below: the transcribed table (None when the reference is wrong)
+    spec: Any = field(default=None, init=False, repr=False, compare=False)
+
+    def finish(self, keypath: KeyPath, reader: SchemaReader) -> Any:
+        if self.paper is None or self.table is None:
+            return None
+        self.spec = reported_table(self.paper, self.table, keypath, reader)
+        return self if self.spec is not None else None
+
+
+@dataclass
+class ReportedRowEntry(Section):
+    """A row of printed numbers: ``{reported: {paper, table, row}, label: ..., group: ...}`` (``column``
+    instead of ``row`` for a table whose columns are the systems)."""
+
+    reported: ReportedRef | None = setting(required=True)
+    label: str | None = setting(names=True)
+    group: str | None = setting()
+
+    def finish(self, keypath: KeyPath, reader: SchemaReader) -> Any:
+        ref = self.reported
+        if ref is None or ref.spec is None:
+            return None
+        where = keypath + ("reported",)
+        if (ref.row is None) == (ref.column is None):
+            reader.problem(where, "a reported row names the paper's 'row' (or, in a table whose columns are the "
+                                  "systems, its 'column'), not both")
+            return None
+        for key in ("rows", "columns"):
+            if key in given(ref):
+                reader.problem(where + (key,), f"{key!r} maps variants in a reported column; a reported row takes "
+                                               "the paper line of each layout column from its reported_column/"
+                                               "reported_row")
+                return None
+        ok = resolve_label(ref.spec, "row" if ref.row is not None else "column", ref.row or ref.column or "",
+                           where + ("row" if ref.row is not None else "column",), reader)
+        return self if ok else None
+
+
+def reported_table(paper: str, number: int, keypath: KeyPath, reader: SchemaReader) -> TableSpec | None:
+    """The transcribed table ``number`` of ``paper`` (id or short name); a problem at ``paper`` or ``table``."""
+    papers = _papers()
+    wanted = paper.strip().lower()
+    found = next((p for p in papers if wanted in (p.id.lower(), p.short_name) or
+                  (wanted.isdigit() and p.id.isdigit() and int(wanted) == int(p.id))), None)
+    if found is None:
+        hint = closest(wanted, [p.short_name for p in papers] + [p.id for p in papers])
+        reader.problem(keypath + ("paper",), f"unknown paper {paper!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+                       + f"; transcribed papers: {', '.join(f'{p.id} ({p.short_name})' for p in papers)}")
+        return None
+    numbers = table_numbers(found)
+    if number not in numbers:
+        reader.problem(keypath + ("table",), f"paper {found.id} ({found.short_name}) has no transcribed table "
+                                             f"{number}; transcribed: {', '.join(map(str, numbers))}")
+        return None
+    try:
+        return _transcribed(found.id, number)
+    except (ConfigError, InputError) as exc:          # a malformed table file (InputError naming its line)
+        reader.problem(keypath + ("table",), f"cannot read paper {found.id} table {number}: {exc}")
+        return None
+
+
+@functools.cache
+def _papers() -> list[PaperSpec]:
+    return list_papers()
+
+
+@functools.cache
+def _transcribed(paper_id: str, number: int) -> TableSpec:
+    # cached: every suite load reads its layouts' references again (the files do not change in a process)
+    return load_tables(paper_id, number)[0]
+
+
+def line_names(spec: TableSpec, axis: str) -> dict[str, int]:
+    """The names a suite file may use for the rows (``axis="row"``) or columns of a transcribed table, with
+    their index: a row's id, or its label where unique; a column's key, its label or group where unique, or
+    ``"<group> <label>"``."""
+    out: dict[str, int] = {}
+    if axis == "row":
+        labels = collections.Counter(r.label for r in spec.rows)
+        for i, r in enumerate(spec.rows):
+            out.setdefault(r.id, i)
+            if labels[r.label] == 1:
+                out.setdefault(r.label, i)
+        return out
+    labels = collections.Counter(c.label for c in spec.columns)
+    groups = collections.Counter(c.group for c in spec.columns)
+    for j, c in enumerate(spec.columns):
+        out.setdefault(c.key, j)
+        if labels[c.label] == 1:
+            out.setdefault(c.label, j)
+        if c.group and groups[c.group] == 1:
+            out.setdefault(c.group, j)
+        if c.group:
+            out.setdefault(f"{c.group} {c.label}", j)
+    return out
+
+
+def line_title(spec: TableSpec, axis: str, index: int) -> str:
+    """How a footnote names a row (its label) or a column (``"<group> <label>"``)."""
+    if axis == "row":
+        return spec.rows[index].label
+    column = spec.columns[index]
+    return f"{column.group} {column.label}" if column.group else column.label
+
+
+def find_line(spec: TableSpec, axis: str, name: str) -> int:
+    """The index of row or column ``name`` (see :func:`line_names`); ConfigError with the closest name."""
+    names = line_names(spec, axis)
+    if name in names:
+        return names[name]
+    shown = [line_title(spec, axis, i) for i in range(len(spec.rows if axis == "row" else spec.columns))]
+    printed = [r.label for r in spec.rows] if axis == "row" else [n for c in spec.columns for n in (c.label, c.group)]
+    if name in printed:             # a label printed more than once (unique ones are in ``names``)
+        how = "its id" if axis == "row" else "its key or as '<group> <label>'"
+        keys = [r.id for r in spec.rows if r.label == name] if axis == "row" else \
+            [c.key for c in spec.columns if c.label == name or c.group == name]
+        raise ConfigError(f"{spec.ref}: {axis} {name!r} is ambiguous (printed more than once); name it by {how}: "
+                          f"{', '.join(map(repr, keys))}")
+    hint = closest(name, list(names))
+    listed = ", ".join(map(repr, shown[:12])) + (", ..." if len(shown) > 12 else "")
+    raise ConfigError(f"{spec.ref} has no {axis} {name!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+                      + f"; {axis}s: {listed}")
+
+
+def resolve_label(spec: TableSpec, axis: str, name: str, keypath: KeyPath, reader: SchemaReader) -> bool:
+    """Whether ``name`` names a row/column of ``spec``; a problem at ``keypath`` if not."""
+    try:
+        find_line(spec, axis, name)
+    except ConfigError as exc:
+        reader.problem(keypath, str(exc))
+        return False
+    return True
+
+
+def check_reported_column(ref: ReportedRef, keypath: KeyPath, reader: SchemaReader) -> None:
+    """A reported column: ``column`` + ``rows: {variant: paper row}``, or ``row`` + ``columns: {variant: ...}``."""
+    if ref.spec is None:
+        return
+    if ref.column is not None and ref.row is None and ref.rows and not ref.columns:
+        line_axis, lines, own_axis, own = "row", ref.rows, "column", ref.column
+    elif ref.row is not None and ref.column is None and ref.columns and not ref.rows:
+        line_axis, lines, own_axis, own = "column", ref.columns, "row", ref.row
+    else:
+        reader.problem(keypath, "a reported column names the paper's 'column' and maps variants to its rows "
+                                "(rows: {variant: paper row}), or, in a table whose columns are the systems, names "
+                                "its 'row' and maps variants to its columns (columns: {variant: paper column})")
+        return
+    resolve_label(ref.spec, own_axis, own, keypath + (own_axis,), reader)
+    for variant, name in lines.items():
+        resolve_label(ref.spec, line_axis, name, keypath + (f"{line_axis}s", variant), reader)
+
+
+def check_reported_rows(entry: LayoutEntry, keypath: KeyPath, reader: SchemaReader) -> None:
+    """Each layout column's ``reported_column``/``reported_row`` names a line of every reported row's table."""
+    reported = [r for r in entry.rows if isinstance(r, ReportedRowEntry)]
+    column_sets: list[tuple[KeyPath, list[Any]]] = [(keypath + ("columns",), entry.columns)]
+    column_sets += [(keypath + ("scales", scale, "columns"), per.columns or [])
+                    for scale, per in entry.scales.items() if per is not None]
+    for where, columns in column_sets:
+        for i, column in enumerate(columns):
+            if not isinstance(column, ColumnEntry):
+                continue
+            for key, axis in (("reported_column", "column"), ("reported_row", "row")):
+                name = getattr(column, key)
+                if name is None:
+                    continue
+                if not reported and not any(p.keypath[:len(keypath) + 1] == keypath + ("rows",)
+                                            for p in reader.problems.items):   # (not when a row was refused)
+                    reader.problem(where + (i, key), f"{key} names the paper {axis} this column shows in the "
+                                                     "layout's reported rows, but the layout has none")
+                for row in reported:
+                    ref = row.reported
+                    assert ref is not None and ref.spec is not None     # a reported row is kept only if so
+                    if (ref.row is not None) != (axis == "column"):
+                        other = "reported_row" if key == "reported_column" else "reported_column"
+                        reader.problem(where + (i, key), f"the reported row {row.label or ref.row or ref.column!r} "
+                                       f"is a paper {'row' if ref.row is not None else 'column'}, so a column names "
+                                       f"the paper line it shows with {other!r}, not {key!r}")
+                        continue
+                    resolve_label(ref.spec, axis, str(name), where + (i, key), reader)
+
+
+def read_rows(value: Any, keypath: KeyPath, reader: SchemaReader) -> list[Any]:
+    """A layout's ``rows:``: variant ids, row groups and reported rows (a mapping with ``reported``)."""
+    if not isinstance(value, list):
+        reader.problem(keypath, f"expected a list, got {show(value)}")
+        return []
+    out = []
+    for i, item in enumerate(value):
+        if isinstance(item, dict) and "reported" in item:
+            read = reader.section(ReportedRowEntry, item, keypath + (i,))
+        else:
+            read = reader.read(str | RowGroup, item, keypath + (i,), {"what": ROW_WHAT, "names": True})
+        if read is not None:
+            out.append(read)
+    return out
 COLUMN_WHAT = "a variant id or a mapping {benchmark, metric, group, label}"
 
 
@@ -327,11 +551,16 @@ class LayoutEntry(Section):
 
     kind: str = setting("results")
     caption: str = setting("")
-    rows: list[str | RowGroup] = setting(factory=list, non_empty=False, item_what=ROW_WHAT, names=True)
+    rows: list[str | RowGroup | ReportedRowEntry] = setting(factory=list, read=lambda v, k, r: read_rows(v, k, r))
     columns: list[str | ColumnEntry] = setting(factory=list, non_empty=False, item_what=COLUMN_WHAT, names=True)
     scales: dict[str, LayoutScaleEntry] = setting(factory=dict)
     decimals: int | None = setting(minimum=0)
     options: dict[str, Any] = setting(factory=dict)
+    bold_reported: bool = setting(False)      # reported rows take part in bold-best (never by default)
+
+    def finish(self, keypath: KeyPath, reader: SchemaReader) -> Any:
+        check_reported_rows(self, keypath, reader)
+        return self
 
 
 @dataclass
