@@ -10,7 +10,6 @@ one JSON value per line of a ``.jsonl.gz`` file, in five shapes (the dataset car
 """
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,8 +17,6 @@ from typing import Any
 
 from harness.data.builders import iter_release_jsonl, iter_tsv
 from harness.errors import InputError
-
-_WORDS = re.compile(r"\w+")
 
 
 def _texts(value: Any, path: Path, line: int, what: str) -> list[str]:
@@ -65,11 +62,13 @@ def iter_release_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def normalise(text: str) -> str:
-    """Text compared by the normalised deduplication: NFKC, case folded, ``_`` dropped (as tDRO's
+    r"""Text compared by the normalised deduplication: NFKC, case folded, ``_`` dropped (as tDRO's
     ``format_query`` does, tdro data/inspect_duplicates.py), punctuation and spacing reduced to single
-    spaces between word characters."""
+    spaces between words.  A word is a run of letters, digits *and combining marks* (Unicode L, N, M):
+    ``\w`` alone drops the vowel signs of Indic and Thai scripts, which would make different words equal."""
     text = unicodedata.normalize("NFKC", text).casefold().replace("_", "")
-    return " ".join(_WORDS.findall(text))
+    chars = [ch if unicodedata.category(ch)[0] in "LNM" else " " for ch in text]
+    return " ".join("".join(chars).split())
 
 
 def read_eval_queries(path: Path) -> list[tuple[str, Path, int]]:

@@ -8,7 +8,9 @@ test queries being BEIR's test queries and MIRACL's dev topics, after removing `
 
 The fingerprint here follows the ``simhash`` package's defaults: the text lower-cased, reduced to its
 word characters (spaces and punctuation dropped), cut into overlapping character 4-grams, each feature
-hashed with MD5 (its low 64 bits) and weighted by its count.  Three levels, each row attributed to the
+hashed with MD5 (its low 64 bits) and weighted by its count.  That regular expression drops combining
+marks (Indic and Thai vowel signs), so two queries differing only in them share a fingerprint; kept for
+parity with tDRO's deduplication (the normalised level keeps the marks).  Three levels, each row attributed to the
 first that catches it so the counts add up: ``exact`` (identical text), ``normalised``
 (:func:`suites.training_data._release.normalise`), ``simhash`` (distance <= ``max_distance``).
 Candidate pairs come from the pigeonhole rule: fingerprints within distance k agree exactly on at least

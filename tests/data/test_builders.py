@@ -32,6 +32,7 @@ from harness.data.builders import (
 from harness.data.collections import load_training_data
 from harness.errors import InputError
 from suites.training_data import splade, tdro
+from suites.training_data._release import normalise
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "training_data"
 
@@ -283,6 +284,15 @@ def test_tdro_dedup_levels(tmp_path: Path, sources, options: dict, squad_removed
                    {"sets": "squad_pairs,nq", "eval_queries": str(src / "eval"), **options}, offline=True)
     rows = {name: s["rows"] for name, s in report.manifest["subsets"].items()}
     assert rows == {"squad_pairs": 7 - squad_removed, "nq": 6 - nq_removed}
+
+
+def test_normalised_text_keeps_combining_marks() -> None:
+    assert normalise("What is the CAPITAL of France?") == normalise("what is the capital of france") \
+        == "what is the capital of france"
+    assert normalise("a_b  c-d") == "ab c d"
+    # Bengali "ki" and "ka" differ only in a vowel sign (a combining mark): different words.
+    assert normalise("কি হয়?") != normalise("কা হয়?")
+    assert normalise("ＡＢＣ") == "abc"                       # NFKC: full-width letters
 
 
 # ----------------------------------------------------------------------------- mining
