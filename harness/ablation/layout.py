@@ -30,6 +30,14 @@ Weights layouts read ``<training cell>/method/weights.json`` (``{dataset: weight
 the sampling weights a method used or learned); a run without that file sampled
 its sources uniformly (from ``run.json``).
 
+A results layout may also print a paper's numbers (transcribed in ``reports/papers``) beside ours:
+reported rows (``{reported: {paper, table, row | column}, label}`` in ``rows:``; each column names the
+paper line it shows with ``reported_column`` or ``reported_row``) and reported columns (a column's
+``reported: {paper, table, column, rows: {variant: paper row}}``, or ``row`` + ``columns`` for a table
+whose columns are the systems), which add the printed value and ours minus it.  Printed cells carry
+:data:`REPORTED_MARK` and a footnote naming paper, table and cell; they are not ranked for bold-best
+unless ``bold_reported: true`` (:func:`with_reported`).  The README's "Reported numbers beside ours".
+
 Other kinds are plug-ins: a :class:`LayoutKind` subclass registered in :data:`LAYOUT_KINDS`
 (modules of the package ``harness.ablation.layouts``, the entry point group
 ``retrieval_harness.layout_kinds``, or a ``module:Class`` reference as ``kind:``).  A kind

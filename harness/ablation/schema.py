@@ -299,7 +299,7 @@ class ColumnEntry(Section):
     metric: str = setting(required=True)
     group: str | None = setting()
     label: str | None = setting()
-    # the paper's line this column stands for, in the layout's reported rows (harness.ablation.reported)
+    # the paper line this column shows in reported rows, and a reported column after it (harness.ablation.layout)
     reported_column: str | None = setting(names=True)
     reported_row: str | None = setting(names=True)
     reported: ReportedRef | None = setting()

@@ -30,7 +30,7 @@ from harness.protocol import ProtocolCard
 from harness.store import write_result
 from reports.latex import render_latex
 from reports.markdown import render_markdown
-from reports.table import emphasis, format_delta
+from reports.table import Column, Row, Table, emphasis, format_delta
 
 PAPERS = Path(__file__).resolve().parents[2] / "reports" / "papers"
 QIDS = [f"q{i}" for i in range(8)]
@@ -98,7 +98,37 @@ def test_reported_rows_print_the_papers_numbers_in_markdown_and_latex(tdro_tiny,
     assert "**47.5" not in markdown and "**48.9" not in markdown
 
     latex = render_latex(render_layout(suite, "tiny", root, "reported"))
-    assert "47.5" in latex and "48.9" in latex and "\\S" in latex or "§" in latex
+    assert f"{base[0]}\\textsuperscript{{\\S{{}}}}\\textsuperscript{{[1]}}" in latex
+    assert f"{top70[1]}\\textsuperscript{{\\S{{}}}}" in latex
+    assert "column MIRACL nDCG@10: 45.8 printed" in latex
+
+
+# suite -> (paper, table, row, column key) of a printed number its `reported` layout shows at tiny scale, and
+# whether the paper prints fractions (0.462 shows as 46.2, like our scores)
+ONE_PER_PAPER = {
+    "tdro": ("000", 5, "baseline", "miracl/ndcg@10", False),
+    "coco_dr": ("001", 2, "Avg", "base/full", True),
+    "peg": ("002", 1, "Ours", "avg", False),
+    "splade": ("003", 1, "Avg", "echo-mistral-st", False),
+    "mining": ("004", 2, "naive-top-k", "avg", False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ONE_PER_PAPER))
+def test_one_reported_layout_per_paper_renders_from_a_finished_tiny_run(tmp_path, capsys, name):
+    paper, number, row, column, fraction = ONE_PER_PAPER[name]
+    suite = load_suite(name)
+    finished(suite, "tiny", tmp_path)
+    text = printed(paper, number, row, column)
+    shown = f"{float(text) * 100:.{len(text.split('.')[1]) - 2}f}" if fraction else text
+    marks = {"markdown": f"{shown}<sup>{REPORTED_MARK}</sup>", "latex": f"{shown}\\textsuperscript{{\\S{{}}}}"}
+    for fmt, marked in marks.items():
+        assert main(["table", "suite", name, "--scale", "tiny", "--results-root", str(tmp_path), "--layout",
+                     "reported", "--format", fmt]) == 0
+        out = capsys.readouterr().out
+        assert marked in out
+        assert f"paper {paper} Table {number}, row " in out and f": {text} printed" in out
+        assert "ours ran at scale tiny (not comparable in value)" in out
 
 
 def test_a_layout_with_reported_rows_keeps_the_marking_and_cells_of_ours(tdro_tiny):
@@ -274,3 +304,20 @@ def test_the_html_report_shows_the_reported_cells_and_their_footnotes(tdro_tiny)
     assert "[2] Baseline (paper 000, Tab. 5), cjk_qa nDCG@10: paper 000 Table 5, row Qwen-0.5B-Baseline, " \
            "column MIRACL nDCG@10: 45.8 printed" in page
     assert "ours ran at scale tiny (not comparable in value)" in page
+
+
+def test_cells_the_paper_does_not_give_render_as_a_dash_with_their_footnote():
+    from harness.ablation.layout import printed_cell
+    from harness.ablation.schema import find_line
+    from reports.papers import load_tables
+
+    spec = load_tables("coco-dr", 1)[0]            # paper 001 Table 1: GPL prints "一" for MSMARCO, CPT-XL a gap
+    row = find_line(spec, "row", "MSMARCO")
+    dash, gap = printed_cell(spec, row, find_line(spec, "column", "GPL#")), \
+        printed_cell(spec, row, find_line(spec, "column", "CPT-XL"))
+    assert (dash.value, dash.note) == (None, "paper 001 Table 1, row MSMARCO, column Dense GPL#: a dash (no value)")
+    assert (gap.value, gap.note) == (None, "paper 001 Table 1, row MSMARCO, column Dense CPT-XL: a cell the text "
+                                           "extraction lost")
+    number = printed_cell(spec, row, find_line(spec, "column", "BM25"))     # "0.228": a fraction, shown x 100
+    assert (number.value, number.decimals, number.marks) == (0.228, 1, (REPORTED_MARK,))
+    assert render_markdown(Table([Column("c", "C")], [Row("r", {"c": dash})])).count("–") == 1
