@@ -176,11 +176,13 @@ def run_build(args: argparse.Namespace) -> int:
         _print_block("options", plan["options"])
         print(f"sources ({sources}):")
         for src in plan["sources"]:
-            state = "present" if src["present"] else "fetch from " + builders.Source(
-                **{k: v for k, v in src.items() if k not in ("present", "path")}).origin
-            print(f"  {src['file']}  {state}")
+            print(f"  {src['file']}  " + ("present" if src["present"] else f"fetch from {src['origin']}"))
+        for path, exists in plan["inputs"].items():
+            print(f"input {path}  " + ("present" if exists else "MISSING"))
         out = args.out if args.out is not None else Path("<--out>")
         print(f"produces in {out}: " + ", ".join(plan["subsets"]) + ", domains.json, build.json")
+        if plan["expected"]:
+            _print_block("expected", plan["expected"])
         return 0
     if args.out is None:
         raise ConfigError("harness data build: --out DIR is required (or --dry-run / --list)")

@@ -210,6 +210,11 @@ class DataRecipe(abc.ABC):
         """Refuse inconsistent option values (ConfigError); default: nothing to check."""
         return None
 
+    def preview(self, options: dict[str, Any]) -> dict[str, Any]:
+        """What ``--dry-run`` can say about the output without reading the sources (e.g. planned row
+        counts per subset); default: nothing."""
+        return {}
+
     def inputs(self, options: dict[str, Any]) -> list[Path]:
         """Local files named by options (never downloaded, e.g. evaluation queries to deduplicate
         against); their hashes join every subset's key and the manifest.  Default: none."""
@@ -421,9 +426,11 @@ def plan(recipe: DataRecipe, options: dict[str, Any], sources_dir: Path) -> dict
     sources_dir = Path(sources_dir)
     return {
         "recipe": recipe.name, "paper": recipe.paper, "options": options,
-        "sources": [{**s.describe(), "present": (sources_dir / s.file).is_file(), "path": str(sources_dir / s.file)}
-                    for s in recipe.sources(options)],
+        "sources": [{**s.describe(), "origin": s.origin, "present": (sources_dir / s.file).is_file(),
+                     "path": str(sources_dir / s.file)} for s in recipe.sources(options)],
+        "inputs": {str(p): p.exists() for p in recipe.inputs(options)},
         "subsets": [f"{s}.jsonl" for s in recipe.subsets(options)],
+        "expected": recipe.preview(options),
     }
 
 

@@ -101,6 +101,10 @@ class SpladeRecipe(DataRecipe):
         drawn = np.random.default_rng(options["seed"]).multinomial(options["rows"], list(probs.values()))
         return {name: int(n) for name, n in zip(probs, drawn)}
 
+    def preview(self, options: dict[str, Any]) -> dict[str, Any]:
+        """Rows per dataset (the multinomial counts do not depend on the files)."""
+        return self.counts(options)
+
     def build_subset(self, subset: str, ctx: BuildContext) -> SubsetResult:
         if "counts" not in ctx.cache:
             ctx.cache["counts"] = self.counts(ctx.options)

@@ -380,6 +380,12 @@ def test_cli_list_dry_run_and_build(tmp_path: Path, sources, capsys) -> None:
     assert "miracl-corpus-v1.0-te/docs-0.jsonl.gz  present" in plan
     assert "miracl-corpus-v1.0-te/docs-1.jsonl.gz  fetch from hub dataset miracl/miracl-corpus" in plan
     assert "train/te.jsonl, train/sw.jsonl, validation/te.jsonl, validation/sw.jsonl" in plan
+    assert main(["data", "build", "splade", "--sources", str(tmp_path / "none"), "--option", "rows=1000",
+                 "--dry-run"]) == 0
+    plan = capsys.readouterr().out
+    counts = get_recipe("splade").counts({"rows": 1000, "seed": 42})
+    assert "expected:\n  gooaq_pairs " in plan and f" {counts['gooaq_pairs']}\n" in plan
+    assert "  AllNLI.jsonl.gz  fetch from hub dataset sentence-transformers/embedding-training-data : AllNLI" in plan
     out = tmp_path / "out"
     assert main(["data", "build", "mining", "--sources", str(src), "--out", str(out), "--offline",
                  "--option", "languages=te,sw", "--option", "corpus_shards=1"]) == 0
