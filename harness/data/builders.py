@@ -355,6 +355,10 @@ def fetch_sources(recipe: DataRecipe, options: dict[str, Any], sources_dir: Path
     sources_dir = Path(sources_dir)
     offline = offline_requested() if offline is None else offline
     sources = recipe.sources(options)
+    files = [s.file for s in sources]
+    if len(set(files)) != len(files):
+        twice = sorted({f for f in files if files.count(f) > 1})
+        raise ConfigError(f"recipe {recipe.name!r} declares source file(s) {', '.join(twice)} twice")
     missing = [s for s in sources if not (sources_dir / s.file).is_file()]
     # Offline, a member of an archive already in the sources folder can still be extracted.
     unreachable = [s for s in missing if not (s.archive and (sources_dir / s.archive).is_file())]

@@ -68,6 +68,17 @@ def test_offline_missing_source_names_what_to_place_where(tmp_path: Path) -> Non
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("variable", ["HARNESS_OFFLINE", "HF_HUB_OFFLINE"])
+def test_offline_environment_variables_stop_downloads(tmp_path: Path, monkeypatch, variable: str) -> None:
+    monkeypatch.delenv("HARNESS_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv(variable, "1")
+    with pytest.raises(SourceError, match="downloads are off"):
+        build(get_recipe("coco-dr"), tmp_path / "out", tmp_path / "empty")
+    monkeypatch.setenv(variable, "0")
+    assert not builders.offline_requested()
+
+
 class OneFile(DataRecipe):
     """A test recipe: one source with a published checksum, one subset copying its rows."""
 
