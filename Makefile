@@ -4,7 +4,7 @@ VENV ?= .venv
 # What `make lint` checks (settings in pyproject.toml); `make test` runs it before pytest.
 LINT_PATHS = harness methods suites reports tests scripts
 
-.PHONY: quickstart test test-slow test-latest lock lint setup setup-dev
+.PHONY: quickstart test test-slow test-smoke test-latest lock lint setup setup-dev
 
 setup:
 	bash scripts/setup.sh
@@ -25,6 +25,11 @@ test: lint
 
 test-slow: setup-dev
 	HARNESS_REQUIRE_EXTRAS=1 $(VENV)/bin/python -m pytest -q -m slow
+
+# Each paper suite's smoke scale: the paper recipe (pooling, loss, negatives, LoRA, schedule shape) on tiny
+# stand-ins with capped runs, on CPU.
+test-smoke: setup-dev
+	HARNESS_REQUIRE_EXTRAS=1 $(VENV)/bin/python -m pytest -q -m smoke
 
 # Refresh requirements.lock to the newest versions pyproject.toml allows (see scripts/lock.sh); then `make test`.
 lock:

@@ -210,8 +210,11 @@ class ClusterDRO(Method):
                               f"{', '.join(COCO_KEYS)}; got {given}")
 
         train = dict(coco.get("train") or {})
+        # a smoke run's caps hold for the pretraining it starts from as well
+        limits = {"limits": spec.limits} if spec.limits else {}
         return Coco.spec(str(coco.get("preset", "tiny")), **{"model": spec.model, "seed": spec.seed, **train,
-                                                              "method_options": dict(coco.get("options") or {})})
+                                                              "method_options": dict(coco.get("options") or {}),
+                                                              **limits})
 
     def stages(self, spec: TrainSpec) -> list[Stage | DataStage]:
         """COCO pretraining first when ``coco`` is set: fine-tuning starts from its model."""

@@ -146,7 +146,15 @@ def replicate_spec(suite: AblationSuite, replicate: Replicate, scale: str, model
     method = get_method(variant.method)
     overrides = apply_axes(variant_train_overrides(suite, variant, scale), replicate)
     overrides["model"] = model
-    spec = method.spec(scale if scale in method.presets else _nearest_preset(method, scale), **overrides)
+    cfg = suite.scale(scale)
+    preset = cfg.preset_scale
+    spec = method.spec(preset if preset in method.presets else _nearest_preset(method, preset), **overrides)
+    if cfg.stand_ins or cfg.limits:
+        # a smoke scale: models the presets name (proxies, retrievers) through the stand-ins, the run capped
+        changes: dict[str, Any] = {"method_options": cfg.stand_in(spec.method_options)}
+        if cfg.limits:
+            changes["limits"] = dict(cfg.limits)
+        spec = spec.replace(**changes)
     return keep_checkpoints(spec, replicate.checkpoints)
 
 

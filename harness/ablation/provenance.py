@@ -25,7 +25,7 @@ from harness.train.spec import TrainSpec
 from harness.train.stages import Stage
 
 # TrainSpec fields that are not settings of a system (set from elsewhere, or shown as their own setting)
-_NOT_SHOWN = ("model", "method_options", "save_every", "keep_checkpoints")
+_NOT_SHOWN = ("model", "method_options", "save_every", "keep_checkpoints", "limits")
 
 
 @dataclass(frozen=True)
@@ -74,13 +74,20 @@ def system_settings(suite: AblationSuite, system: System, scale: str) -> dict[st
     model_at = [(at_scale + ("model",), own.get("model")), (where + ("model",), variant.model),
                 (("scales", scale, "model"), cfg.model)]
     keypath, model = next((k, m) for k, m in model_at if m)
-    add("model", model, suite.source(keypath))
+    model_source = suite.source(keypath)
+    if model_source is None and cfg.recipe is not None:
+        # a smoke scale's model borrowed from its recipe: the stand-in's line, else the recipe's own line
+        original = variant.scales.get(cfg.recipe, {}).get("model") or variant.model
+        model_source = (suite.source(("scales", scale, "stand_ins", original))
+                        or suite.source(where + ("scales", cfg.recipe, "model")) or suite.source(where + ("model",)))
+    add("model", model, model_source)
     sweep_at = where + ("sweep", "values", system.point) if system.point is not None else None
     if variant.method != NO_TRAINING:
         method = get_method(variant.method)
         replicate = replicates(suite, system, scale)[0]
         spec = replicate_spec(suite, replicate, scale, model)   # the name: resolving would build a synthetic model
-        preset_name = scale if scale in method.presets else next(iter(method.presets), scale)
+        recipe = cfg.preset_scale
+        preset_name = recipe if recipe in method.presets else next(iter(method.presets), recipe)
         declared = method.presets.get(preset_name, {})
         preset = dict(declared)
 
@@ -103,6 +110,9 @@ def system_settings(suite: AblationSuite, system: System, scale: str) -> dict[st
                           else "TrainSpec default" if getattr(defaults, f.name) == getattr(spec, f.name)
                           else f"method {variant.method}")
             add(f"train.{f.name}", getattr(spec, f.name), source)
+        for key, cap in cfg.limits.items():      # a smoke scale's caps: the capped values come from its limits
+            if out.get(f"train.{key}") is not None and out[f"train.{key}"].value == cap:
+                add(f"train.{key}", cap, suite.source(("scales", scale, "limits", key)))
         option_layers = [(where + ("options",), variant.options), (at_scale + ("options",), own.get("options") or {})]
         preset_options = dict(preset.get("method_options") or {})
         options = {**method.default_options, **spec.method_options}
@@ -267,7 +277,7 @@ def resolved_settings(suite: AblationSuite, scale: str) -> list[ResolvedSetting]
             continue
         method = get_method(system.variant.method)
         spec = replicate_spec(suite, replicates(suite, system, scale)[0], scale, str(settings["model"].value))
-        out.extend(_stage_settings(system.id, method, spec, settings, scale))
+        out.extend(_stage_settings(system.id, method, spec, settings, suite.scale(scale).preset_scale))
     return out
 
 

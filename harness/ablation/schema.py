@@ -34,7 +34,7 @@ from harness.errors import ConfigError, InputError
 from harness.io.paths import check_component
 from harness.retrieval.impact import check_quantization
 from harness.retrieval.sparse import check_backend
-from harness.train.spec import LoraSpec, TrainSpec, field_problems
+from harness.train.spec import LIMIT_KEYS, LoraSpec, TrainSpec, field_problems
 from reports.papers import PaperSpec, TableSpec, list_papers, load_tables, table_numbers
 
 # Top-level keys starting with this are extension fields: holders for YAML anchors (``x-stage1: &stage1``).
@@ -752,6 +752,19 @@ def _check_quantization(name: str) -> None:
     check_quantization(name)
 
 
+def _check_limits(limits: Any) -> None:
+    """A smoke scale's ``limits``: positive integers capping what :data:`~harness.train.spec.LIMIT_KEYS` names."""
+    if not isinstance(limits, dict):
+        raise ConfigError(f"limits must be a mapping of {', '.join(LIMIT_KEYS)} to positive integers")
+    for key, value in limits.items():
+        if key not in LIMIT_KEYS:
+            hint = closest(key, LIMIT_KEYS)
+            raise ConfigError(f"limits: unknown {key!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+                              + f"; limits cap {', '.join(LIMIT_KEYS)}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"limits: {key} must be a positive integer, got {show(value)}")
+
+
 def _stats_choices(name: str) -> Callable[[], tuple[str, ...]]:
     def choices() -> tuple[str, ...]:
         import harness.stats as stats  # lazy (start-up speed): imports scipy
@@ -871,6 +884,10 @@ class ScaleEntry(Evaluation):
     encoding: dict[str, Any] | None = setting(read=read_encoding)
     sparse_backend: str | None = setting(what="a name", validate=_check_backend)
     quantization: str | None = setting(what="a name", validate=_check_quantization)
+    # A smoke scale: another scale's recipe (``recipe: paper``) on stand-in models, with capped runs.
+    recipe: str | None = setting(what="a scale name (the scale whose recipe this scale runs)")
+    stand_ins: dict[str, str] = setting(factory=dict, item_what="a model name (the stand-in)")
+    limits: dict[str, int] = setting(factory=dict, validate=_check_limits)
 
 
 @dataclass

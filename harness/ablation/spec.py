@@ -73,6 +73,7 @@ reported at its line with the file's other problems, before anything is run.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,6 +149,28 @@ class ScaleConfig:
     dry_run_only: bool = False        # "paper" scales that only make sense on GPUs
     seeds: list[int] | None = None
     evaluation: dict[str, Any] = field(default_factory=dict)   # EVALUATION_KEYS for every variant
+    # A smoke scale: the recipe of scale ``recipe`` (method presets and every variant's settings there)
+    # with each model named in ``stand_ins`` replaced by its stand-in and each run capped by ``limits``.
+    recipe: str | None = None
+    stand_ins: dict[str, str] = field(default_factory=dict)
+    limits: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def preset_scale(self) -> str:
+        """The scale whose method presets this scale's runs start from (its own name, or its ``recipe``)."""
+        return self.recipe or self.name
+
+    def stand_in(self, value: Any) -> Any:
+        """``value`` with every string that names a model of ``stand_ins`` replaced (nested options too)."""
+        if not self.stand_ins:
+            return value
+        if isinstance(value, str):
+            return self.stand_ins.get(value, value)
+        if isinstance(value, dict):
+            return {k: self.stand_in(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.stand_in(v) for v in value)
+        return value
 
     def aggregate_leaves(self, name: str) -> list[str]:
         """The benchmarks an aggregate covers, nested aggregates expanded (in order, each once)."""
@@ -298,6 +321,7 @@ def parse_suite(raw: Any, path: Path | None = None, lines: dict | None = None,
     if isinstance(raw.get("scales"), dict) and not raw["scales"]:
         problems.add(("scales",), "'scales' must map scale names (tiny, small, paper) to their settings")
     scales = {name: _scale(name, entry, r) for name, entry in file.scales.items() if entry is not None}
+    _borrow_recipes(scales, variants, r)
     for i, v in enumerate(variants):
         for extra in sorted(set(v.scales) - set(scales)):
             if scales:
@@ -369,7 +393,53 @@ def _scale(name: str, cfg: ScaleEntry, r: SchemaReader) -> ScaleConfig:
         aggregates = {}
     return ScaleConfig(name=name, model=cfg.model or "", data=cfg.data or [], train=cfg.train, benchmarks=benchmarks,
                        aggregates=aggregates, dry_run_only=cfg.dry_run_only is True, seeds=cfg.seeds,
-                       evaluation=cfg.evaluation())
+                       evaluation=cfg.evaluation(), recipe=cfg.recipe, stand_ins=dict(cfg.stand_ins),
+                       limits=dict(cfg.limits))
+
+
+def _borrow_recipes(scales: dict[str, ScaleConfig], variants: list[Variant], r: SchemaReader) -> None:
+    """Give each smoke scale (``recipe: <scale>``) that scale's recipe: its ``train`` and ``evaluation``
+    settings under the smoke scale's own, and every variant's settings at that scale (models through the
+    stand-ins), with what a variant sets at the smoke scale itself merged on top (nested mappings merge, so a
+    variant can swap the recipe's data-like options, e.g. COCO's corpora, for stand-ins).  Replicate seeds and
+    intermediate checkpoints are not borrowed: a smoke run is one capped run of each recipe."""
+    for name, cfg in scales.items():
+        if cfg.recipe is None:
+            continue
+        where = ("scales", name, "recipe")
+        recipe = scales.get(cfg.recipe)
+        if recipe is None or cfg.recipe == name:
+            hint = closest(cfg.recipe, [s for s in scales if s != name])
+            r.problem(where, f"scale {name!r}: recipe {cfg.recipe!r} is not another scale of the suite"
+                             + (f" (did you mean {hint!r}?)" if hint else "") + f"; scales: {', '.join(scales)}")
+            continue
+        if recipe.recipe is not None:
+            r.problem(where, f"scale {name!r}: recipe {cfg.recipe!r} borrows a recipe itself; name the scale it "
+                             "borrows")
+            continue
+        cfg.train = _deep_merge(recipe.train, cfg.train)
+        cfg.evaluation = _deep_merge(recipe.evaluation, cfg.evaluation)
+        for variant in variants:
+            own = variant.scales.get(name, {})
+            borrowed = copy.deepcopy(variant.scales.get(recipe.name, {}))
+            model = own.get("model") or variant.model_at(recipe.name)
+            borrowed.update({"model": cfg.stand_in(model) if model else None, "seeds": own.get("seeds"),
+                             "checkpoints": own.get("checkpoints"),
+                             "options": _deep_merge(cfg.stand_in(borrowed.get("options") or {}),
+                                                    own.get("options") or {}),
+                             "train": _deep_merge(borrowed.get("train") or {}, own.get("train") or {}),
+                             "evaluation": _deep_merge(borrowed.get("evaluation") or {},
+                                                       own.get("evaluation") or {})})
+            variant.scales[name] = borrowed
+
+
+def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """``top`` over ``base``: nested mappings merge, every other value of ``top`` replaces."""
+    out = dict(base)
+    for key, value in top.items():
+        out[key] = _deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) \
+            else value
+    return out
 
 
 def _aggregate_cycle(aggregates: dict[str, list[str]]) -> list[str]:

@@ -26,6 +26,8 @@ SAMPLINGS = ("homogeneous", "mixed")
 PRECISIONS = ("fp32", "bf16", "fp16")
 FILL_NEGATIVES = ("random", "mask")
 DEFAULT_INSTRUCTION_TEMPLATE = "Instruct: {prompt}\nQuery: {text}"
+# What a smoke run may cap (``TrainSpec.limits``): the recipe is otherwise unchanged.
+LIMIT_KEYS = ("steps", "batch_size", "query_max_length", "doc_max_length")
 
 
 @dataclass
@@ -74,6 +76,11 @@ class TrainSpec:
     Bookkeeping
         ``steps``, ``seed``, ``save_every`` (0 = only at the end), ``keep_checkpoints``,
         ``log_every``, ``tensorboard``, ``progress``; ``method_options`` for the method.
+    Smoke runs
+        ``limits`` (None: none): caps on ``steps``, ``batch_size``, ``query_max_length`` and
+        ``doc_max_length`` applied to the resolved recipe (a suite's smoke scale: the paper recipe on a
+        tiny stand-in); warmup keeps its share of the steps, ``grad_accum`` is kept where the capped batch
+        allows, and every stage a method trains first inherits the same caps.
     """
 
     model: str = "minilm"
@@ -122,6 +129,7 @@ class TrainSpec:
     tensorboard: bool = False
     progress: bool = True
     method_options: dict[str, Any] = field(default_factory=dict)
+    limits: dict[str, int] | None = None
 
     # Fields that do not change the trained weights (excluded from the hash).
     NON_RESULT_FIELDS = ("save_every", "keep_checkpoints", "log_every", "tensorboard", "progress")
@@ -138,7 +146,32 @@ class TrainSpec:
             self.lora = LoraSpec(**_known(LoraSpec, dict(self.lora), "lora"))
         if isinstance(self.adam_betas, list):
             self.adam_betas = tuple(self.adam_betas)
+        if self.limits:
+            self._apply_limits(self.limits)
         self.validate()
+
+    def _apply_limits(self, limits: Mapping[str, int]) -> None:
+        """Cap the recipe for a smoke run (idempotent: a capped spec stays as it is)."""
+        unknown = sorted(set(limits) - set(LIMIT_KEYS))
+        if unknown:
+            raise ConfigError(f"train spec: limits: unknown {', '.join(unknown)} (limits cap {', '.join(LIMIT_KEYS)})")
+        bad = [k for k, v in limits.items() if isinstance(v, bool) or not isinstance(v, int) or v < 1]
+        if bad:
+            raise ConfigError(f"train spec: limits: {', '.join(bad)} must be positive integers")
+        steps = limits.get("steps")
+        if steps is not None and self.steps > steps:
+            # the schedule keeps its shape: warmup stays the same share of the steps
+            share = round(self.warmup_steps * steps / self.steps)
+            self.warmup_steps = min(steps, max(share, 1) if self.warmup_steps else 0)
+            self.steps = steps
+        batch = limits.get("batch_size")
+        if batch is not None and self.batch_size > batch:
+            self.grad_accum = min(self.grad_accum, batch)
+            self.batch_size = batch - batch % self.grad_accum
+        for name in ("query_max_length", "doc_max_length"):
+            cap = limits.get(name)
+            if cap is not None:
+                setattr(self, name, min(getattr(self, name), cap))
 
     def validate(self) -> None:
         def need(cond: bool, msg: str) -> None:
@@ -204,6 +237,8 @@ class TrainSpec:
         out = self.to_dict()
         for key in self.NON_RESULT_FIELDS:
             out.pop(key, None)
+        if out.get("limits") is None:        # only smoke runs have limits: every other key stays as it was
+            out.pop("limits", None)
         return out
 
     def result_dict(self) -> dict[str, Any]:
