@@ -17,7 +17,11 @@ instead of one per hit, which is what makes large runs fast.
 Score ties (``ties``, recorded in the protocol card as ``bm25_ties``):
 
 * ``trec_eval`` (default): Lucene's float32 scores, kept exactly, so equal scores stay
-  tied and the evaluation orders them by doc id *descending*, as trec_eval does.
+  tied and the evaluation orders them by doc id *descending*, as trec_eval does.  When a
+  tie straddles rank ``k``, the tied documents kept are those trec_eval ranks first (the
+  highest doc ids), not the lowest Lucene doc numbers: Lucene numbers documents in the
+  order a (multi-threaded) index build wrote them, so its choice differed between two
+  builds of the same corpus.
 * ``pyserini``: exactly what Pyserini's ``LuceneSearcher`` (Anserini's SimpleSearcher)
   returns and writes to its run files.  It sorts by exact score, then doc id
   *ascending* (which also decides which tied documents make the top ``k``), rounds each
@@ -284,12 +288,13 @@ class BM25Index:
         java = _java()
         searcher = java.IndexSearcher(self._open_reader())
         searcher.setSimilarity(java.BM25Similarity(float(k1), float(b)))
-        pyserini = ties == "pyserini"
+        # Every document tied with the k-th is fetched, and the cut is made by doc id (not by Lucene's
+        # index-build order, which is not reproducible across builds).
         hits = _parallel_search(searcher, lucene_analyzer(self.analyzer), queries.texts, int(k),
-                                threads or default_threads(), cutoff_ties=pyserini)
+                                threads or default_threads(), cutoff_ties=True)
         docids = self.docids()
-        if pyserini:
-            hits = [_pyserini_order(docids, docs, scores, int(k)) for docs, scores in hits]
+        cut = _pyserini_order if ties == "pyserini" else _trec_eval_cut
+        hits = [cut(docids, docs, scores, int(k)) for docs, scores in hits]
         counts = np.fromiter((len(d) for d, _ in hits), dtype=np.int64, count=len(hits))
         qids = np.repeat(np.asarray(queries.ids, dtype=str), counts)
         lucene_docs = np.concatenate([d for d, _ in hits]) if hits else np.zeros(0, np.int64)
@@ -372,6 +377,17 @@ def pyserini_scores(scores: np.ndarray) -> np.ndarray:
             run += 1
             out[i] = float(f32(out[i]) - step * f32(run))
     return np.asarray(out, dtype=np.float32)
+
+
+def _trec_eval_cut(docids: np.ndarray, docs: np.ndarray, scores: np.ndarray,
+                   k: int) -> tuple[np.ndarray, np.ndarray]:
+    """One query's top ``k`` with exact scores; of the documents tied at rank ``k``, those trec_eval ranks
+    first (doc id descending).  ``docs`` holds every document tied with the k-th (Lucene order)."""
+    if len(docs) <= k:
+        return docs, scores
+    order = np.lexsort((docids[docs], -scores))[::-1]       # score ascending, doc id descending ...
+    order = order[np.argsort(-scores[order], kind="stable")][:k]  # ... then score descending, stably
+    return docs[order], scores[order]
 
 
 def _pyserini_order(docids: np.ndarray, docs: np.ndarray, scores: np.ndarray,

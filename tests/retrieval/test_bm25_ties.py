@@ -68,20 +68,31 @@ def test_pyserini_scores_by_hand():
     assert pyserini_scores(np.array([3.0, 2.5, 2.0], dtype=F32)).tolist() == [3.0, 2.5, 2.0]
 
 
-def test_tie_at_the_cutoff_keeps_the_lowest_doc_ids(tied_index):
+def test_tie_at_the_cutoff_keeps_what_trec_eval_ranks_first(tied_index):
     queries = Queries(["q"], ["alpha"])
     exact = tied_index.search(queries, k=3, threads=1)
     pys = tied_index.search(queries, k=3, threads=1, ties="pyserini")
     assert exact.doc_ids[0] == pys.doc_ids[0] == "x1"  # tf 3: the only untied score
     tie = float(F32(exact.scores[1]))
     assert exact.scores[1] == exact.scores[2] == tie  # trec_eval: exact equal scores
-    # Lucene keeps the two lowest Lucene doc numbers (indexed first: d9, d3) ...
-    assert sorted(exact.doc_ids[1:].tolist()) == ["d3", "d9"]
+    # trec_eval ranks ties by doc id descending: d9 and d7 (not Lucene's first-indexed d9 and d3) ...
+    assert sorted(exact.doc_ids[1:].tolist()) == ["d7", "d9"]
     # ... Pyserini the two lowest ids, d1 then d3, the second 1e-6 lower after rounding.
     assert pys.doc_ids[1:].tolist() == ["d1", "d3"]
     rounded = F32(round(tie, 4))
     assert pys.scores[1:].tolist() == [float(rounded), float(rounded - F32(1e-6))]
     assert_same_run(pys, simple_searcher_run(tied_index, queries, 3))
+
+
+def test_the_cut_does_not_depend_on_the_index_build_order(tied_index, tmp_path):
+    # the same documents indexed in the reverse order: Lucene numbers them differently, the runs are equal
+    reverse = dict(reversed(list(TIED.items())))
+    other = BM25Index.build(Corpus(list(reverse), [""] * len(reverse), list(reverse.values())),
+                            index_dir=tmp_path, threads=1)
+    queries = Queries(["q1", "q2"], ["alpha", "beta"])
+    for k in (1, 2, 3, 4):
+        a, b = tied_index.search(queries, k=k, threads=1), other.search(queries, k=k, threads=1)
+        assert sorted(zip(a.query_ids, a.doc_ids, a.scores)) == sorted(zip(b.query_ids, b.doc_ids, b.scores))
 
 
 @pytest.mark.parametrize("k", [1, 2, 4, 5, 6, 10])
