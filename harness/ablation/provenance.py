@@ -74,13 +74,7 @@ def system_settings(suite: AblationSuite, system: System, scale: str) -> dict[st
     model_at = [(at_scale + ("model",), own.get("model")), (where + ("model",), variant.model),
                 (("scales", scale, "model"), cfg.model)]
     keypath, model = next((k, m) for k, m in model_at if m)
-    model_source = suite.source(keypath)
-    if model_source is None and cfg.recipe is not None:
-        # a smoke scale's model borrowed from its recipe: the stand-in's line, else the recipe's own line
-        original = variant.scales.get(cfg.recipe, {}).get("model") or variant.model
-        model_source = (suite.source(("scales", scale, "stand_ins", original))
-                        or suite.source(where + ("scales", cfg.recipe, "model")) or suite.source(where + ("model",)))
-    add("model", model, model_source)
+    add("model", model, suite.source(keypath) or _borrowed_model_source(suite, variant, scale))
     sweep_at = where + ("sweep", "values", system.point) if system.point is not None else None
     if variant.method != NO_TRAINING:
         method = get_method(variant.method)
@@ -139,6 +133,17 @@ def system_settings(suite: AblationSuite, system: System, scale: str) -> dict[st
                   (at_scale, own.get("evaluation") or {})]
         add(f"evaluation.{key}", value, _layered(suite, layers, key))
     return out
+
+
+def _borrowed_model_source(suite: AblationSuite, variant: Any, scale: str) -> str | None:
+    """A smoke scale's model borrowed from its recipe: the stand-in's line, else the recipe's own line."""
+    recipe = suite.scale(scale).recipe
+    if recipe is None:
+        return None
+    where: KeyPath = ("variants", suite.variants.index(variant))
+    original = variant.scales.get(recipe, {}).get("model") or variant.model
+    return (suite.source(("scales", scale, "stand_ins", original))
+            or suite.source(where + ("scales", recipe, "model")) or suite.source(where + ("model",)))
 
 
 def _option_sources(method: Any) -> dict[str, str]:

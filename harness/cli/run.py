@@ -224,28 +224,7 @@ def _dry_run(suite, args) -> int:
                 lines.append(dep_line)
         else:
             lines.append(line)
-    # lazy (start-up speed): imports numpy
-    from harness.ablation.provenance import (
-        SOURCE_KINDS,
-        diff_lines,
-        provenance_counts,
-        resolved_settings,
-        settings_diff,
-        strict_provenance_problems,
-    )
-
-    diffs = settings_diff(suite, args.scale)     # each setting that differs from the baseline, and its source
-    lines.extend(diff_lines(suite, args.scale, diffs))
-    plan["settings"] = [dataclasses.asdict(d) for d in diffs]
-    # Every resolved setting of every cell and stage, with its source and that source's kind.
-    resolved = resolved_settings(suite, args.scale)
-    counts = provenance_counts(resolved)
-    plan["provenance"] = {"counts": counts, "harness_defaults": len(strict_provenance_problems(resolved)),
-                          "settings": [dataclasses.asdict(s) for s in resolved]}
-    lines.append(f"provenance of the {counts['total']} resolved settings (cells and stages): "
-                 + ", ".join(f"{kind} {counts[kind]}" for kind in SOURCE_KINDS)
-                 + f"; {plan['provenance']['harness_defaults']} change numbers on a harness default alone "
-                 "(--strict-provenance lists them; --format json lists every setting)")
+    lines.extend(_settings_plan(suite, args.scale, plan))
     for b in cfg.benchmarks:
         # the metrics the benchmark's card is asked for: those its options name, then the suite's
         named = [str(m) for m in (b.options.get("metrics") or [])]
@@ -270,6 +249,33 @@ def _dry_run(suite, args) -> int:
     else:
         print("\n".join(lines))
     return 0
+
+
+def _settings_plan(suite, scale: str, plan: dict) -> list[str]:
+    """The dry run's settings: what differs from the baseline (``plan["settings"]``) and every resolved setting
+    of every cell and stage with its source and that source's kind (``plan["provenance"]``); the text lines."""
+    # lazy (start-up speed): imports numpy
+    from harness.ablation.provenance import (
+        SOURCE_KINDS,
+        diff_lines,
+        provenance_counts,
+        resolved_settings,
+        settings_diff,
+        strict_provenance_problems,
+    )
+
+    diffs = settings_diff(suite, scale)
+    lines = diff_lines(suite, scale, diffs)
+    plan["settings"] = [dataclasses.asdict(d) for d in diffs]
+    resolved = resolved_settings(suite, scale)
+    counts = provenance_counts(resolved)
+    plan["provenance"] = {"counts": counts, "harness_defaults": len(strict_provenance_problems(resolved)),
+                          "settings": [dataclasses.asdict(s) for s in resolved]}
+    lines.append(f"provenance of the {counts['total']} resolved settings (cells and stages): "
+                 + ", ".join(f"{kind} {counts[kind]}" for kind in SOURCE_KINDS)
+                 + f"; {plan['provenance']['harness_defaults']} change numbers on a harness default alone "
+                 "(--strict-provenance lists them; --format json lists every setting)")
+    return lines
 
 
 def _describe_dict(s) -> dict:
