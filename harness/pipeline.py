@@ -58,9 +58,11 @@ class ModelSpec:
         """A term-weight model (its encoder's kind, or a sparse alias/folder): retrieved by the sparse path."""
         if self.encoder is not None:
             return getattr(self.encoder, "kind", "dense") == "sparse"
+        if self.is_lexical:
+            return False                # answered without importing torch (BM25 runs no torch model)
         from harness.encoders.sparse import is_sparse_model  # lazy (start-up speed): imports torch, tqdm
 
-        return not self.is_lexical and is_sparse_model(self.name)
+        return is_sparse_model(self.name)
 
 
 def build_encoder(spec: ModelSpec, card: ProtocolCard) -> Encoder:

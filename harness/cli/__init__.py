@@ -25,6 +25,7 @@ import sys
 import traceback
 
 from harness.cli._types import positive_int
+from harness.encoders.threads import apply_threads, set_thread_environment
 from harness.errors import ConfigError, HarnessError
 
 log = logging.getLogger("harness")
@@ -68,20 +69,47 @@ def _quiet_libraries() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def _set_threads(threads: int | None) -> None:
+def _threads_setting(threads: int | None) -> int | None:
+    """``--threads``, else ``$HARNESS_NUM_THREADS``, else None (the libraries' defaults)."""
     if threads is None and os.environ.get("HARNESS_NUM_THREADS"):
         try:
             threads = positive_int(os.environ["HARNESS_NUM_THREADS"])
         except argparse.ArgumentTypeError as exc:
             raise ConfigError(f"HARNESS_NUM_THREADS: {exc}") from None
-    if threads:
-        import torch
+    return threads
 
-        torch.set_num_threads(threads)
+
+def _early_threads(argv: list[str]) -> int | None:
+    """The thread setting read from the options before the command, before the parser is built: its
+    command modules load numpy, whose BLAS reads the thread environment once, when it loads.  Anything
+    unreadable is left to the parser and :func:`_set_threads` to report."""
+    given = None
+    tokens = iter(argv)
+    for token in tokens:
+        if token == "--" or not token.startswith("-"):
+            break                                   # the command: its options are not ours
+        name, has_value, value = token.partition("=")
+        if len(name) > 2 and "--threads".startswith(name):     # argparse accepts unique prefixes
+            given = value if has_value else next(tokens, None)
+    try:
+        return _threads_setting(None if given is None else positive_int(given))
+    except (argparse.ArgumentTypeError, ConfigError):
+        return None
+
+
+def _set_threads(threads: int | None) -> None:
+    """Apply the thread setting without importing torch: the BLAS/OpenMP environment now, torch's
+    setter on torch's first import (commands that run no torch model never import it)."""
+    threads = _threads_setting(threads)
+    if threads:
+        apply_threads(threads)
 
 
 def main(argv: list[str] | None = None) -> int:
     _quiet_libraries()
+    early = _early_threads(sys.argv[1:] if argv is None else argv)
+    if early:
+        set_thread_environment(early)
     parser = build_parser()
     args = parser.parse_args(argv)
     setup_logging(args.verbose)

@@ -109,6 +109,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The model name first, before the dataset and torch load: a typo fails in a second, with a did-you-mean.
+    from harness.encoders.model_check import check_model  # lazy (start-up speed): reads the model registry
+
+    check_model(args.model)
     options = {"split": args.split, "dataset": args.dataset}
     if args.language:
         options["language"] = args.language
@@ -195,11 +199,13 @@ def warn_ignored_options(args: argparse.Namespace, lexical: bool, sparse: bool =
 def encoding_overrides(args: argparse.Namespace) -> dict:
     """HFEncoder keyword overrides from ``--dtype``, ``--backend``, ``--shard-size`` and ``--devices`` (given
     ones only)."""
+    given = {"dtype": getattr(args, "dtype", None), "backend": getattr(args, "backend", None),
+             "shard_size": getattr(args, "shard_size", None), "devices": getattr(args, "devices", None)}
+    if all(value is None for value in given.values()):
+        return {}                   # nothing to check: BM25 and default encodings never import torch
     from harness.encoders.hf import encoding_options  # lazy (start-up speed): imports torch, tqdm
 
-    return encoding_options({"dtype": getattr(args, "dtype", None), "backend": getattr(args, "backend", None),
-                             "shard_size": getattr(args, "shard_size", None),
-                             "devices": getattr(args, "devices", None)})
+    return encoding_options(given)
 
 
 def devices_list(text: str) -> tuple[str, ...]:
