@@ -10,6 +10,18 @@ import pytest
 # Ablation suites become test items (pytest -m "ablation and <suite>" --scale tiny).
 pytest_plugins = ["harness.ablation.pytest_plugin"]
 
+# pyproject's addopts pass pytest-benchmark options; without the plugin pytest would stop with "unrecognized
+# arguments".  That is what a runtime-only set-up (make quickstart) gives, so say in one line what to install.
+MISSING_TEST_TOOLS = ("the test tools are not installed (pytest-benchmark is missing; 'make quickstart' installs "
+                      "only the runtime set-up): run 'make setup-dev' (bash scripts/setup.sh --dev)")
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    # Called while this file registers, before pytest checks the command line against the known options.
+    if not pluginmanager.has_plugin("benchmark"):
+        raise pytest.UsageError(MISSING_TEST_TOOLS)
+
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Real data sits beside the repository (../shared/data); HARNESS_SHARED_DATA overrides.
 SHARED_DATA = Path(os.environ.get("HARNESS_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))

@@ -19,6 +19,7 @@ import numpy as np
 
 from harness.data.grouped import QueryGrouped
 from harness.data.ids import as_id_array
+from harness.data.run import flatten_nested
 from harness.errors import InputError
 from harness.io import atomic_write
 from harness.io.readers import (
@@ -65,6 +66,12 @@ class Qrels(QueryGrouped):
 
     @classmethod
     def from_dict(cls, qrels: Mapping[str, Mapping[str, int]], source: str | None = None) -> Qrels:
+        """Judgements from ``{query id: {doc id: label}}``, flattened in C when the ids are ``str``
+        (:func:`harness.data.run.flatten_nested`), row by row otherwise; the same qrels either way."""
+        flat = flatten_nested(qrels, np.int64)
+        if flat is not None:
+            query_column, doc_column, labels = flat
+            return cls.from_arrays(query_column.values(), doc_column.values(), labels, source)
         qs, ds, rs = [], [], []
         for qid, docs in qrels.items():
             for did, rel in docs.items():

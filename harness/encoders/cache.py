@@ -196,6 +196,7 @@ def open_entry(encoder: Encoder, corpus: Corpus, cache_dir: str | Path | None, *
     meta = read_meta(entry)
     if meta is not None and meta.get("complete") and _meta_matches(meta, corpus_hash, n):
         return entry, meta          # the common hit: no claim needed
+    load_model_first(encoder)
     # Under the entry's claim: a process encoding the same entry concurrently must find the layout written
     # here (or write the one found here), never a second one of its own.
     with claim(entry / META_CLAIM, f"creating the {folder} cache entry {key}", poll=META_POLL_SECONDS):
@@ -213,6 +214,19 @@ def open_entry(encoder: Encoder, corpus: Corpus, cache_dir: str | Path | None, *
             entry.mkdir(parents=True, exist_ok=True)
             atomic_write_json(entry / META_FILE, meta)
     return entry, meta
+
+
+def load_model_first(encoder: Encoder) -> None:
+    """Load ``encoder``'s model before its cache entry is created or written: a model that cannot be loaded
+    fails here, leaving no empty entry folder behind, and the "encoding" log line follows a loaded model.
+
+    The harness's encoders load their weights lazily, on first use, through ``_load()``; an encoder without
+    one (a test double, a user's own) is left alone.  With several devices the worker processes load their
+    own copies (:mod:`harness.encoders.devices`): loading one here as well would hold a second copy in memory.
+    """
+    load = getattr(encoder, "_load", None)
+    if callable(load) and len(tuple(getattr(encoder, "devices", None) or ())) <= 1:
+        load()
 
 
 def _meta_matches(meta: dict[str, Any], corpus_hash: str, n: int) -> bool:

@@ -6,7 +6,8 @@ all) into one :class:`~harness.errors.InputError` / :class:`~harness.errors.Conf
 each, naming the path and the likely fix:
 
 * a local path that does not exist (transformers would say "Repo id must be in the form ...");
-* a hub id while offline that is not in the local Hugging Face cache;
+* a name that is no alias, known checkpoint, local folder or cached hub model: refused with a did-you-mean
+  after at most one quick hub request (none in offline mode), not after a minute of download retries;
 * an empty folder, a folder without ``config.json`` or without weight files;
 * a truncated or corrupt ``*.safetensors`` file (header length and tensor offsets vs file size);
 * an invalid ``config.json`` (JSON error with its line);
@@ -23,22 +24,27 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import struct
 from collections.abc import Iterator
 from pathlib import Path
 
+from harness.encoders.known import find_known_model
 from harness.encoders.refs import (
     ALIASES,
+    HUB_PROBE_TIMEOUT,
+    LIST_MODELS_HINT,
     RUN_MODEL_DIR,
+    did_you_mean,
     hub_cache_dir,
     hub_name,
+    hub_probe,
     hub_snapshot,
     is_offline,
     is_run_dir,
     looks_like_hub_id,
     resolve_model,
 )
-from harness.encoders.settings import read_encoder_config
 from harness.errors import ConfigError, HarnessError, InputError
 from harness.io.readers import read_json_object
 from harness.synthetic import WorldSpec
@@ -50,6 +56,7 @@ WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
 WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+log = logging.getLogger(__name__)
 # Any of these is a vocabulary a tokenizer can be built from (fast JSON, WordPiece, BPE, sentencepiece).
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model",
                    "sentencepiece.bpe.model", "sentencepiece.model")
@@ -60,7 +67,9 @@ def check_model(name_or_path: str) -> None:
 
     Accepted: ``bm25``, the registered aliases (``minilm``), ``synthetic:<preset>/tiny-bert``
     (or ``tiny-decoder``), a model folder (full model or LoRA adapter), a training run's
-    workdir (its ``final/`` model), a hub id in the local cache, or any hub id when online.
+    workdir (its ``final/`` model), a hub id in the local cache, or, online, a hub id the hub answers to
+    (asked once, :func:`check_hub_model`).  A name none of these is refused with the registered names close to
+    it (``did you mean 'minilm'?``).
     """
     name = str(name_or_path).strip()
     if not name:
@@ -81,8 +90,21 @@ def check_model(name_or_path: str) -> None:
         check_folder(path)
         return
     if not looks_like_hub_id(name):
-        raise InputError(path, "model folder does not exist; check the path (or use an alias such as 'minilm', "
-                               "or a hub id such as 'org/name')")
+        hint = did_you_mean(name)
+        raise InputError(path, "model folder does not exist; check the path" + (f" ({hint})" if hint else "") +
+                               " or use an alias such as 'minilm', or a hub id such as 'org/name'")
+    check_hub_model(name)
+
+
+def check_hub_model(name: str) -> None:
+    """A name that is neither an alias nor a local path, taken as a hub id: offline first.
+
+    A known checkpoint's alias stands for its hub id; a hub id in the local Hugging Face cache is used
+    from there.  Anything else is asked of the hub once (:func:`~harness.encoders.refs.hub_probe`, no
+    retries, none at all in offline mode); a name the hub does not answer to is refused in one line that
+    names it, the registered names close to it and ``harness list models``.
+    """
+    known = find_known_model(name) is not None
     name = hub_name(name)   # a known checkpoint's alias (harness.encoders.known) is checked as its hub id
     snapshot = hub_snapshot(name)
     if snapshot is not None:
@@ -90,11 +112,28 @@ def check_model(name_or_path: str) -> None:
         if is_offline():
             check_folder(snapshot)
         return
+    cache = f"the local Hugging Face cache ({hub_cache_dir()})"
+    what = (f"not a local folder, and this known checkpoint is not in {cache}" if known
+            else f"not a local folder, an alias or a known checkpoint, and not in {cache}")
+    # A name close to a registered one is most likely a typo of it; a known checkpoint needs no hint.
+    hint = "" if known else " ".join(filter(None, (did_you_mean(name), f"({LIST_MODELS_HINT})")))
+    download = (f"to use the hub model, download it on a connected machine ('hf download {name}') or point "
+                "HF_HUB_CACHE at a cache holding it")
     if is_offline():
-        raise ConfigError(f"model {name!r}: not a local folder, and the hub id is not in the local Hugging Face "
-                          f"cache ({hub_cache_dir()}) while offline (HF_HUB_OFFLINE); download it on a connected "
-                          f"machine ('hf download {name}'), point HF_HUB_CACHE at a cache holding it, or pass "
-                          "a local model folder")
+        raise ConfigError(f"model {name!r}: {what}, and offline mode is set (HF_HUB_OFFLINE), so the hub is not "
+                          f"asked; " + "; ".join(filter(None, (hint, download))))
+    log.info("model %r: not an alias, known checkpoint, local folder or cached hub model; asking the hub once "
+             "(%.0f s timeout)", name, HUB_PROBE_TIMEOUT)
+    answer, detail = hub_probe(name)
+    if answer == "found":
+        return          # transformers downloads it into the hub cache on load
+    if answer == "gated":
+        raise ConfigError(f"model {name!r}: {detail}")
+    if answer == "missing":
+        raise ConfigError(f"model {name!r}: {what}, and the hub has no such model; "
+                          + (hint or "a hub id is 'org/name', a local model folder its path"))
+    raise ConfigError(f"model {name!r}: {what}, and the hub cannot be reached ({detail}); "
+                      + "; ".join(filter(None, (hint, download))))
 
 
 def _check_synthetic(name: str) -> None:
@@ -134,6 +173,8 @@ def check_folder(folder: Path) -> None:
         raise InputError(folder, "no tokenizer files (tokenizer.json, vocab.txt, vocab.json or a sentencepiece "
                                  "model); transformers would build a tokenizer that maps every word to [UNK]. "
                                  "Save the tokenizer next to the weights (tokenizer.save_pretrained)")
+    from harness.encoders.settings import read_encoder_config  # lazy (start-up speed): imports torch
+
     read_encoder_config(folder)  # validates harness_encoder.json, if any
 
 

@@ -26,6 +26,8 @@ it imports none of them, so the three never import each other in a circle.
 """
 from __future__ import annotations
 
+import difflib
+import functools
 import importlib.util
 import logging
 import os
@@ -33,7 +35,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.encoders.known import KnownModel, find_known_model
+from harness.encoders.known import KnownModel, find_known_model, known_models
 from harness.errors import ConfigError
 from harness.io import atomic_dir, atomic_write_json
 from harness.io.readers import read_json_object
@@ -45,6 +47,9 @@ RUN_MARKERS = ("run.json", "done.json")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _TRUE = ("1", "true", "yes", "on")
 GGUF_MARKER = "harness_gguf.json"       # written into a converted GGUF folder (what it came from)
+# One request to the hub for a name nothing local answers to: this long at most, never retried.
+HUB_PROBE_TIMEOUT = 2.0
+LIST_MODELS_HINT = "'harness list models' lists the aliases and known checkpoints"
 log = logging.getLogger(__name__)
 
 
@@ -334,3 +339,49 @@ def hub_snapshot(repo_id: str, revision: str | None = None) -> Path | None:
     except ValueError:  # not a valid repo id after all
         return None
     return Path(found).parent if isinstance(found, str) else None
+
+
+# ---------------------------------------------------------------------------- names nothing local answers to
+def model_suggestions(name: str, limit: int = 3) -> list[str]:
+    """Registered model names close to ``name`` (difflib), best first: the aliases, the known checkpoints'
+    hub ids and aliases, and a hub id's name part (``bge-m3`` for ``BAAI/bge-m3``, shown as the hub id)."""
+    find_known_model(name)   # registers the known checkpoints (the plug-in data and entry points) once
+    names: dict[str, str] = {alias: alias for alias in ALIASES}
+    for model in known_models():
+        for known in model.names():
+            names.setdefault(known.lower(), known)
+        names.setdefault(model.hub_id.rsplit("/", 1)[-1].lower(), model.hub_id)
+    close = difflib.get_close_matches(name.strip().lower(), list(names), n=limit, cutoff=0.6)
+    return list(dict.fromkeys(names[match] for match in close))
+
+
+def did_you_mean(name: str) -> str:
+    """``"did you mean 'minilm'?"`` (or ``'a' or 'b'``) for the registered names close to ``name``; "" when none is."""
+    found = [repr(s) for s in model_suggestions(name)]
+    if not found:
+        return ""
+    return f"did you mean {found[0] if len(found) == 1 else ', '.join(found[:-1]) + ' or ' + found[-1]}?"
+
+
+@functools.lru_cache(maxsize=64)   # one request per name and process: every later check reuses the answer
+def hub_probe(repo_id: str, timeout: float = HUB_PROBE_TIMEOUT) -> tuple[str, str]:
+    """Ask the hub once, without retries, whether ``repo_id`` exists: ``(answer, detail)``.
+
+    ``answer`` is ``"found"``, ``"missing"`` (no such repository or revision), ``"gated"`` (it exists, but
+    this account may not read it) or ``"unreachable"`` (no network, a timeout, a server error; ``detail``
+    says which).  transformers' own download would retry for about a minute before failing on a typo or
+    without network; this costs one request of at most ``timeout`` seconds.  Never called while offline.
+    """
+    from huggingface_hub import HfApi  # lazy (start-up speed): only a name nothing local answers to asks the hub
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+    try:
+        HfApi().model_info(repo_id, revision=hub_revision(), timeout=timeout)
+    except GatedRepoError:
+        return "gated", "the repository is gated: accept its terms on the hub and log in (hf auth login)"
+    except (RepositoryNotFoundError, RevisionNotFoundError) as exc:
+        return "missing", type(exc).__name__
+    except Exception as exc:  # noqa: BLE001 - any transport failure (DNS, proxy, SSL, timeout, 5xx) is "unreachable"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return "unreachable", f"{type(exc).__name__}{': ' + first if first else ''}"
+    return "found", ""
