@@ -95,7 +95,7 @@ class Run(QueryGrouped):
         uniques, qcode = factorize_grouped(q)
         if check_duplicates:
             _check_unique_pairs(q, d, qcode, source)
-        order = _trec_order(qcode, s, lambda rows: d[rows])
+        order = _trec_order(qcode, s, lambda rows: _string_ranks(d[rows]))
         if order is not None:
             qcode, d, s = qcode[order], d[order], s[order]
         queries = IdColumn(uniques, narrow_codes(qcode, len(uniques)), sorted=True)
@@ -130,7 +130,7 @@ class Run(QueryGrouped):
             raise InputError(source, f"score of query {str(queries.vocab[qcode[i]])!r} document "
                                      f"{str(docs.vocab[dcode[i]])!r} is not finite ({s[i]})")
         del queries, docs
-        order = _trec_order(qcode, s, lambda rows: dvocab[dcode[rows]])
+        order = _trec_order(qcode, s, _vocab_ranks(dvocab, dcode, dsorted))
         if order is not None:
             s = s[order]
             qcode = qcode[order]
@@ -149,13 +149,37 @@ class Run(QueryGrouped):
 
     @classmethod
     def from_dict(cls, run: Mapping[str, Mapping[str, float]], name: str = "run") -> Run:
-        qs, ds, ss = [], [], []
-        for qid, docs in run.items():
-            for did, score in docs.items():
-                qs.append(str(qid))
-                ds.append(str(did))
-                ss.append(float(score))
-        return cls.from_arrays(qs, ds, ss, name=name)
+        """Build a run from ``{query id: {doc id: score}}`` (the pytrec_eval / ir-measures / ranx dict).
+
+        The ids and scores are flattened in C (no Python work per row): document ids are
+        dictionary-encoded by pyarrow and the query ids are repeated per query, then the run is
+        built on integer codes as :func:`read_run` builds it.  Ids that are not all ``str`` (or
+        scores that numpy cannot read as floats) go through :meth:`from_arrays` row by row,
+        which gives the same run.
+        """
+        flat = flatten_nested(run, np.float64)
+        if flat is None:
+            qs, ds, ss = [], [], []
+            for qid, docs in run.items():
+                for did, score in docs.items():
+                    qs.append(str(qid))
+                    ds.append(str(did))
+                    ss.append(float(score))
+            return cls.from_arrays(qs, ds, ss, name=name)
+        query_column, doc_column, values = flat
+        if len(values) == 0:
+            return cls.from_arrays([], [], [], name=name)
+        return cls._from_parts([query_column, doc_column, values], name, None)
+
+    @classmethod
+    def from_df(cls, df, q_col: str = "q_id", doc_col: str = "doc_id", score_col: str = "score",
+                name: str = "run") -> Run:
+        """Build a run from a pandas DataFrame with one row per (query, document, score)."""
+        for col in (q_col, doc_col, score_col):
+            if col not in df.columns:
+                raise InputError(None, f"DataFrame has no column {col!r} (columns: {list(df.columns)})")
+        return cls.from_arrays(df[q_col].astype(str).to_numpy(dtype=str), df[doc_col].astype(str).to_numpy(dtype=str),
+                               df[score_col].to_numpy(dtype=np.float64), name=name)
 
     @property
     def values(self) -> np.ndarray:
@@ -190,18 +214,23 @@ _BLOCK_ROWS = 1 << 22
 
 
 def _trec_order(qcode: np.ndarray, scores: np.ndarray,
-                doc_ids: Callable[[np.ndarray], np.ndarray]) -> np.ndarray | None:
+                doc_ranks: Callable[[np.ndarray], np.ndarray]) -> np.ndarray | None:
     """Row order: query, then score descending, then doc id descending (trec_eval); None when the
     rows already are in that order.
 
-    Sorting strings is the expensive part, so it is done only for rows whose
-    (query, score) ties with a neighbour (``doc_ids(rows)`` gives their ids);
-    untied rows are ordered by numbers alone.
+    ``doc_ranks(rows)`` gives, for those rows, integers that order like their doc ids (equal ids,
+    equal integers).  Only rows whose (query, score) ties with a neighbour need them; untied
+    rows are ordered by numbers alone, and the tied ones by one integer sort on
+    (tie group, doc rank descending): no string is compared per row.
     """
-    order = _grouped_order(qcode, scores)
-    if order is None:
+    grouped = _grouped_order(qcode, scores)
+    identity = isinstance(grouped, str)
+    order: np.ndarray | None = None          # None: the identity, built only when ties need it
+    if isinstance(grouped, np.ndarray):
+        order = grouped
+    elif not identity:
         order = np.lexsort((-scores, qcode))
-    if isinstance(order, str):              # already in order: no gathered copies
+    if order is None:                       # already in order: no gathered copies
         tied_next = (qcode[1:] == qcode[:-1]) & (scores[1:] == scores[:-1])
     else:                                   # a block at a time: no full gathered copies
         tied_next = np.empty(max(len(order) - 1, 0), dtype=bool)
@@ -210,20 +239,105 @@ def _trec_order(qcode: np.ndarray, scores: np.ndarray,
             qs, ss = qcode[rows], scores[rows]
             tied_next[a:a + len(rows) - 1] = (qs[1:] == qs[:-1]) & (ss[1:] == ss[:-1])
     if not tied_next.any():
-        return None if isinstance(order, str) else order
-    if isinstance(order, str):
+        return order
+    if order is None:
         order = np.arange(len(qcode), dtype=np.int64)
     in_tie = np.zeros(len(order), dtype=bool)
     in_tie[1:] |= tied_next
     in_tie[:-1] |= tied_next
     idx = np.flatnonzero(in_tie)
+    del in_tie
     starts_group = np.ones(len(idx), dtype=bool)
     starts_group[1:] = ~tied_next[idx[1:] - 1]
-    group = np.cumsum(starts_group)
+    del tied_next
+    group = np.cumsum(starts_group, dtype=np.int64)
+    del starts_group
     tied_rows = order[idx]
-    # ascending by (-group, doc id), reversed: group ascending, doc id descending
-    order[idx] = tied_rows[np.lexsort((doc_ids(tied_rows), -group))[::-1]]
+    ranks = np.asarray(doc_ranks(tied_rows)).astype(np.int64, copy=False)
+    top = int(ranks.max()) if len(ranks) else 0
+    if int(group[-1]) < (2**62) // (top + 1):
+        # One int64 key per tied row: group ascending, then doc rank descending.
+        key = group * (top + 1) + (top - ranks)
+        del group, ranks
+        within = np.argsort(key, kind="stable")
+    else:                                   # the key would overflow: two sorts
+        within = np.lexsort((top - ranks, group))
+    if identity and np.all(within[1:] > within[:-1]):
+        return None                         # the ties too are already in order: no gathered copies
+    order[idx] = tied_rows[within]
     return order
+
+
+def _string_ranks(ids: np.ndarray) -> np.ndarray:
+    """For each id, its index among the distinct ids in string (code point = strcmp) order."""
+    return np.unique(ids, return_inverse=True)[1].reshape(-1)
+
+
+def _vocab_ranks(vocab: np.ndarray, codes: np.ndarray, vocab_sorted: bool) -> Callable[[np.ndarray], np.ndarray]:
+    """``doc_ranks`` for :func:`_trec_order` on dictionary-encoded doc ids: the vocabulary is ranked
+    once (one sort of its distinct ids, not of the rows), and a row's rank is its code's rank."""
+    def ranks(rows: np.ndarray) -> np.ndarray:
+        if vocab_sorted:                    # codes already order like the ids
+            return codes[rows]
+        rank = np.empty(len(vocab), dtype=np.int64)
+        rank[_string_order(vocab)] = np.arange(len(vocab), dtype=np.int64)
+        return rank[codes[rows]]
+    return ranks
+
+
+def _string_order(ids: np.ndarray) -> np.ndarray:
+    """``np.argsort(ids, kind="stable")`` for a unicode array, faster for short Latin-1 ids (the usual
+    doc ids): their code points, one byte each, are packed big-endian into at most four uint64 words
+    per id, and integer sorts replace string comparisons (same order: code point by code point, the
+    shorter id first, since the padding is 0 as numpy's own padding is)."""
+    n, width = len(ids), ids.dtype.itemsize // 4
+    words = -(-width // 8)
+    if n == 0 or width == 0 or words > 4:
+        return np.argsort(ids, kind="stable")
+    points = ids.view(np.uint32).reshape(n, width)
+    if int(points.max()) > 255:
+        return np.argsort(ids, kind="stable")
+    packed = np.zeros((n, 8 * words), dtype=np.uint8)
+    packed[:, :width] = points
+    keys = packed.view(">u8").reshape(n, words)
+    if words == 1:
+        return np.argsort(keys[:, 0], kind="stable")
+    return np.lexsort(keys.T[::-1])             # lexsort's last key is the primary one
+
+
+def flatten_nested(nested: Mapping, value_dtype: type) -> tuple[IdColumn, IdColumn, np.ndarray] | None:
+    """``{query: {doc: value}}`` as (queries with a sorted vocabulary, dictionary-encoded docs, values),
+    flattened without a Python step per row; None when an id is not a ``str`` or a value is not
+    numeric (the caller's row-by-row path then converts them exactly as before)."""
+    # Imported here: pyarrow costs ~30 ms at start-up, paid only by callers that pass dicts.
+    import pyarrow as pa  # lazy (start-up speed)
+    import pyarrow.compute as pc  # lazy (start-up speed)
+
+    inner = list(nested.values())
+    counts = np.fromiter(map(len, inner), dtype=np.int64, count=len(inner))
+    total = int(counts.sum())
+    query_keys = [q for q, n in zip(nested.keys(), counts.tolist()) if n]   # an empty query has no rows
+    counts = counts[counts > 0]
+    # Types gathered in C (map/set): only str ids (bytes or None would pass pyarrow but str() differs).
+    if not all(issubclass(t, str) for t in set(map(type, query_keys))):
+        return None
+    if not all(issubclass(t, str) for t in set(map(type, itertools.chain.from_iterable(inner)))):
+        return None
+    try:
+        values: np.ndarray = np.fromiter(itertools.chain.from_iterable(d.values() for d in inner), dtype=value_dtype,
+                             count=total)
+        docs = pa.array(itertools.chain.from_iterable(inner), type=pa.string(), size=total)
+    except (TypeError, ValueError, OverflowError, pa.ArrowException):
+        return None
+    uniques, query_code = np.unique(np.asarray(query_keys, dtype=str) if query_keys else np.asarray([], "<U1"),
+                                    return_inverse=True)
+    qcode = narrow_codes(np.repeat(query_code.reshape(-1), counts), len(uniques))
+    encoded = pc.dictionary_encode(docs)
+    del docs
+    vocab = encoded.dictionary
+    doc_codes = narrow_codes(encoded.indices.to_numpy(zero_copy_only=False), len(vocab))
+    doc_vocab = np.asarray(vocab.to_pylist(), dtype=str) if len(vocab) else np.asarray([], "<U1")
+    return (IdColumn(uniques, qcode, sorted=True), IdColumn(doc_vocab, doc_codes, sorted=False, arrow=vocab), values)
 
 
 def _grouped_order(qcode: np.ndarray, scores: np.ndarray) -> np.ndarray | str | None:

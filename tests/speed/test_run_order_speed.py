@@ -1,0 +1,168 @@
+"""Tie-heavy runs and dict inputs: ``harness evaluate``'s path and ``Run/Qrels.from_dict`` vs pytrec_eval.
+
+Two generated 5,000-query x 1,000-document TREC runs (string document ids, unique per query) with
+the same qrels (10 graded judgements a query): a *tied* run whose scores are rounded to two decimals
+(about a third of the rows tie with a neighbour, so the tie-break by document id does real work) and
+an *untied* one (full-precision scores).  Each side works in a fresh subprocess, so that its peak
+memory is its own, and times itself from inside (interpreter start and imports excluded):
+
+* ``files``: read qrels + read run + evaluate five metrics (the ``harness evaluate`` path) against
+  ``pytrec_eval.parse_qrel`` / ``parse_run`` + ``RelevanceEvaluator.evaluate``;
+* ``dict``: the nested dicts are built untimed, then ``Qrels.from_dict`` + ``Run.from_dict`` (+ evaluate)
+  against ``RelevanceEvaluator(qrels)`` + ``evaluate(run)`` (pytrec_eval converts the run inside
+  ``evaluate``, so its construction cannot be timed apart: ours is compared with its whole).
+
+Rounds are interleaved (the reference runs in pedantic's untimed ``setup``, ours is the timed target);
+the assertions use the median round's CPU seconds (all threads: robust to a shared machine's load,
+no credit for parallel threads) and the peak memory of the timed part (VmHWM reset before it, so the
+dicts themselves do not count).  Run with ``pytest -m "benchmark and slow" tests/speed/test_run_order_speed.py -s``.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from optional_extras import require_extra
+
+require_extra("pytrec_eval")
+
+pytestmark = [pytest.mark.benchmark(group="run-order-5000x1000"), pytest.mark.slow]
+
+ROUNDS = 3
+N_QUERIES, N_DOCS = 5_000, 1_000
+
+# Prints {"cpu": timed CPU s, "wall": timed wall s, "build_cpu": construction CPU s (dict mode),
+# "peak_mb": peak RSS growth of the timed part, "ndcg@10": mean value}.
+_WORKER = r"""
+import gc, json, resource, sys, time
+def cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+def status(key):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(key + ":"))
+mode, side, qrels_path, run_path = sys.argv[1:5]
+if side == "harness":
+    from harness.data import Qrels, Run, read_qrels, read_run
+    from harness.metrics import evaluate
+else:
+    import pytrec_eval
+if mode == "dict":
+    qrels, run = {}, {}
+    with open(qrels_path) as f:
+        for line in f:
+            q, _, d, r = line.split()
+            qrels.setdefault(q, {})[d] = int(r)
+    with open(run_path) as f:
+        for line in f:
+            q, _, d, _, s, _ = line.split()
+            run.setdefault(q, {})[d] = float(s)
+gc.collect()
+with open("/proc/self/clear_refs", "w") as f:   # reset the peak (VmHWM) to the current RSS
+    f.write("5")
+rss_before = status("VmRSS")
+started, cpu_started = time.perf_counter(), cpu()
+build_cpu = 0.0
+if side == "harness":
+    if mode == "dict":
+        q_obj, r_obj = Qrels.from_dict(qrels), Run.from_dict(run)
+    else:
+        q_obj, r_obj = read_qrels(qrels_path), read_run(run_path)
+    build_cpu = cpu() - cpu_started
+    ndcg = evaluate(q_obj, r_obj, ["ndcg@10", "recall@100", "mrr", "map", "p@10"]).aggregate["ndcg@10"]
+else:
+    if mode == "files":
+        with open(qrels_path) as f:
+            qrels = pytrec_eval.parse_qrel(f)
+        with open(run_path) as f:
+            run = pytrec_eval.parse_run(f)
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.100", "recip_rank", "map", "P.10"})
+    build_cpu = cpu() - cpu_started
+    per_query = evaluator.evaluate(run)
+    ndcg = sum(v["ndcg_cut_10"] for v in per_query.values()) / len(per_query)
+wall, used = time.perf_counter() - started, cpu() - cpu_started
+print(json.dumps({"cpu": used, "wall": wall, "build_cpu": build_cpu,
+                  "peak_mb": (status("VmHWM") - rss_before) / 1024, "ndcg@10": float(ndcg)}))
+"""
+
+
+def write_collection(folder: Path, tied: bool, seed: int = 0) -> tuple[Path, Path]:
+    """TREC qrels and a TREC run of N_QUERIES x N_DOCS (documents drawn from 1M, unique per query):
+    scores rounded to two decimals when ``tied``, full precision otherwise."""
+    rng = np.random.default_rng(seed)
+    tag = "tied" if tied else "untied"
+    run_path, qrels_path = folder / f"run_{tag}.trec", folder / f"qrels_{tag}.trec"
+    with open(run_path, "w") as run_file, open(qrels_path, "w") as qrels_file:
+        for start in range(0, N_QUERIES, 500):
+            lines: list[str] = []
+            judged: list[str] = []
+            for q in range(start, start + 500):
+                docs = rng.choice(1_000_000, N_DOCS + 5, replace=False)
+                raw = rng.random(N_DOCS) * 10
+                scores = np.sort(np.round(raw, 2) if tied else raw)[::-1].tolist()
+                lines.extend(f"q{q} Q0 doc{d} {r} {s!r} run\n"
+                             for r, (d, s) in enumerate(zip(docs[:N_DOCS].tolist(), scores), 1))
+                picked = np.concatenate([docs[rng.choice(N_DOCS, 5, replace=False)], docs[N_DOCS:]])
+                judged.extend(f"q{q} 0 doc{d} {g}\n" for d, g in zip(picked.tolist(), rng.integers(0, 3, 10).tolist()))
+            run_file.write("".join(lines))
+            qrels_file.write("".join(judged))
+    return qrels_path, run_path
+
+
+def measure(mode: str, side: str, qrels_path: Path, run_path: Path) -> dict:
+    out = subprocess.run([sys.executable, "-c", _WORKER, mode, side, str(qrels_path), str(run_path)],
+                         capture_output=True, text=True, check=True, timeout=1800)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def collections(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("run_order")
+    return {"tied": write_collection(folder, tied=True), "untied": write_collection(folder, tied=False)}
+
+
+def _compare(benchmark, mode: str, paths: tuple[Path, Path], label: str) -> dict:
+    """Interleaved rounds of pytrec_eval (setup) and ours (timed); medians, spreads and peaks."""
+    qrels_path, run_path = paths
+    runs: dict[str, list[dict]] = {"harness": [], "pytrec_eval": []}
+    benchmark.pedantic(lambda: runs["harness"].append(measure(mode, "harness", qrels_path, run_path)),
+                       setup=lambda: runs["pytrec_eval"].append(measure(mode, "pytrec_eval", qrels_path, run_path)),
+                       rounds=ROUNDS, iterations=1)
+    med = {s: statistics.median(r["cpu"] for r in rs) for s, rs in runs.items()}
+    spread = {s: (min(r["cpu"] for r in rs), max(r["cpu"] for r in rs)) for s, rs in runs.items()}
+    peak = {s: max(r["peak_mb"] for r in rs) for s, rs in runs.items()}
+    ratios = sorted(h["cpu"] / p["cpu"] for h, p in zip(runs["harness"], runs["pytrec_eval"]))
+    summary = {"median_cpu_s": med, "cpu_spread_s": spread, "peak_mb": peak, "round_ratios": ratios,
+               "ratio": med["harness"] / med["pytrec_eval"],
+               "build_ratio": statistics.median(r["build_cpu"] for r in runs["harness"]) / med["pytrec_eval"],
+               "wall_s": {s: [round(r["wall"], 2) for r in rs] for s, rs in runs.items()},
+               "ndcg@10": {s: rs[0]["ndcg@10"] for s, rs in runs.items()}}
+    benchmark.extra_info.update(summary)
+    rounds = ", ".join(f"{r:.2f}" for r in ratios)
+    print(f"\n{label} {mode}: harness/pytrec_eval CPU {summary['ratio']:.2f}x (rounds {rounds}; "
+          f"harness {spread['harness'][0]:.2f}-{spread['harness'][1]:.2f} s, "
+          f"pytrec_eval {spread['pytrec_eval'][0]:.2f}-{spread['pytrec_eval'][1]:.2f} s), "
+          f"construction/pytrec_eval {summary['build_ratio']:.2f}x, peak {peak['harness']:.0f} vs "
+          f"{peak['pytrec_eval']:.0f} MB, wall {summary['wall_s']}")
+    assert summary["ndcg@10"]["harness"] == pytest.approx(summary["ndcg@10"]["pytrec_eval"], abs=1e-9)
+    return summary
+
+
+@pytest.mark.parametrize("kind", ["tied", "untied"])
+def test_evaluate_from_files_vs_pytrec_eval(benchmark, collections, kind):
+    summary = _compare(benchmark, "files", collections[kind], kind)
+    # Every round faster (a margin of 10% over the measured round-to-round spread of ~5%), and less memory.
+    assert summary["round_ratios"][len(summary["round_ratios"]) // 2] <= 1.0
+    assert summary["peak_mb"]["harness"] < summary["peak_mb"]["pytrec_eval"]
+
+
+@pytest.mark.parametrize("kind", ["tied", "untied"])
+def test_from_dict_vs_pytrec_eval(benchmark, collections, kind):
+    summary = _compare(benchmark, "dict", collections[kind], kind)
+    # Construction alone at or below pytrec_eval's construction plus evaluation.
+    assert summary["build_ratio"] <= 1.0
