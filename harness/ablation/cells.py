@@ -18,7 +18,7 @@ from harness.data.collections import load_training_data
 from harness.errors import ConfigError
 from harness.keys import content_key
 from harness.method import get_method, train_run_config
-from harness.train.spec import TrainSpec, model_identity
+from harness.train.spec import TrainSpec, closest, model_identity
 
 
 @dataclass
@@ -147,8 +147,7 @@ def replicate_spec(suite: AblationSuite, replicate: Replicate, scale: str, model
     overrides = apply_axes(variant_train_overrides(suite, variant, scale), replicate)
     overrides["model"] = model
     cfg = suite.scale(scale)
-    preset = cfg.preset_scale
-    spec = method.spec(preset if preset in method.presets else _nearest_preset(method, preset), **overrides)
+    spec = method.spec(method_preset(method, scale, cfg.preset_scale), **overrides)
     if cfg.stand_ins or cfg.limits:
         # a smoke scale: models the presets name (proxies, retrievers) through the stand-ins, the run capped
         changes: dict[str, Any] = {"method_options": cfg.stand_in(spec.method_options)}
@@ -158,10 +157,19 @@ def replicate_spec(suite: AblationSuite, replicate: Replicate, scale: str, model
     return keep_checkpoints(spec, replicate.checkpoints)
 
 
-def _nearest_preset(method, scale: str) -> str:
-    if not method.presets:
-        raise ConfigError(f"method {method.name!r} has no presets")
-    return "tiny" if "tiny" in method.presets else next(iter(method.presets))
+def method_preset(method, scale: str, preset: str) -> str:
+    """``preset`` if it is one of ``method``'s presets; a ConfigError otherwise (a scale named outside the
+    presets must say which one it extends with ``preset:`` instead of silently taking another's settings)."""
+    if preset in method.presets:
+        return preset
+    names = ", ".join(method.presets) or "(none)"
+    hint = closest(preset, list(method.presets))
+    if preset != scale:
+        raise ConfigError(f"scale {scale!r}: preset {preset!r} is not a preset of method {method.name!r} "
+                          f"(presets: {names})" + (f"; did you mean {hint!r}?" if hint else ""))
+    raise ConfigError(f"scale {scale!r} is not a preset of method {method.name!r} (presets: {names}) and does "
+                      "not say which one it extends: add 'preset: <name>' to the scale"
+                      + (f" (did you mean 'preset: {hint}'?)" if hint else ""))
 
 
 def expand_eval_cells(train_cells: list[TrainCell], benchmarks: list[BenchmarkRef],

@@ -857,6 +857,7 @@ class DataEntry(Section):
     max_negatives: Any = setting()
     name: str | None = setting(names=True, component="training data name")   # mined pools are files named after it
     metadata: Any = setting()
+    map: Any = setting()            # the files' own keys -> query/pos/neg (checked when the data is read)
 
 
 def read_data(value: Any, keypath: KeyPath, reader: SchemaReader) -> list[Any]:
@@ -886,6 +887,9 @@ class ScaleEntry(Evaluation):
     quantization: str | None = setting(what="a name", validate=_check_quantization)
     # A smoke scale: another scale's recipe (``recipe: paper``) on stand-in models, with capped runs.
     recipe: str | None = setting(what="a scale name (the scale whose recipe this scale runs)")
+    # The method preset (tiny, small, paper...) a scale named otherwise starts from; without it such a
+    # scale is refused at validation rather than given a preset silently.
+    preset: str | None = setting(what="a method preset name (the preset this scale extends)")
     stand_ins: dict[str, str] = setting(factory=dict, item_what="a model name (the stand-in)")
     limits: dict[str, int] = setting(factory=dict, validate=_check_limits)
 

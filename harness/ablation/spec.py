@@ -21,7 +21,8 @@ A suite file (``suites/ablations/<name>.yaml``)::
     scales:
       tiny:
         model: synthetic:tiny-bert  # alias, path, hub id, or synthetic:<kind>
-        data: [synthetic:default]   # training collections (see harness.data.collections)
+        data: [synthetic:default]   # training collections (see harness.data.collections); an entry may
+                                    # rename its files' keys: {path: ..., map: {question: query}}
         train: {steps: 60}          # TrainSpec overrides shared by every variant
         seeds: [1, 2, 3]            # replicates at this scale (see "Axes" below)
         benchmarks:                 # table column groups
@@ -30,6 +31,9 @@ A suite file (``suites/ablations/<name>.yaml``)::
           Avg: [easy, ...]
           CQADupStack: [cqa-android, cqa-english, ...]        # the forums averaged first
           BEIR-15: [trec-covid, ..., CQADupStack]             # CQADupStack counts once
+      quick:                        # a scale named outside the methods' presets (tiny, small, paper)
+        preset: tiny                # must name the preset it extends: refused at validation otherwise
+        ...                         # model, data, benchmarks as above
 
 Baseline rows: a variant with ``method: none`` trains nothing and evaluates ``model:``
 (default: the scale's model) under the same protocol cards: ``model: bm25`` (the
@@ -154,11 +158,13 @@ class ScaleConfig:
     recipe: str | None = None
     stand_ins: dict[str, str] = field(default_factory=dict)
     limits: dict[str, int] = field(default_factory=dict)
+    preset: str | None = None         # the method preset this scale extends (``preset: tiny``)
 
     @property
     def preset_scale(self) -> str:
-        """The scale whose method presets this scale's runs start from (its own name, or its ``recipe``)."""
-        return self.recipe or self.name
+        """The method preset this scale's runs start from: its ``preset``, else its ``recipe``'s, else its
+        own name (a name that is no preset of a method is refused at validation)."""
+        return self.preset or self.recipe or self.name
 
     def stand_in(self, value: Any) -> Any:
         """``value`` with every string that names a model of ``stand_ins`` replaced (nested options too)."""
@@ -394,7 +400,7 @@ def _scale(name: str, cfg: ScaleEntry, r: SchemaReader) -> ScaleConfig:
     return ScaleConfig(name=name, model=cfg.model or "", data=cfg.data or [], train=cfg.train, benchmarks=benchmarks,
                        aggregates=aggregates, dry_run_only=cfg.dry_run_only is True, seeds=cfg.seeds,
                        evaluation=cfg.evaluation(), recipe=cfg.recipe, stand_ins=dict(cfg.stand_ins),
-                       limits=dict(cfg.limits))
+                       limits=dict(cfg.limits), preset=cfg.preset)
 
 
 def _borrow_recipes(scales: dict[str, ScaleConfig], variants: list[Variant], r: SchemaReader) -> None:
@@ -417,6 +423,7 @@ def _borrow_recipes(scales: dict[str, ScaleConfig], variants: list[Variant], r: 
             r.problem(where, f"scale {name!r}: recipe {cfg.recipe!r} borrows a recipe itself; name the scale it "
                              "borrows")
             continue
+        cfg.preset = cfg.preset or recipe.preset     # the recipe's method preset comes with it
         cfg.train = _deep_merge(recipe.train, cfg.train)
         cfg.evaluation = _deep_merge(recipe.evaluation, cfg.evaluation)
         for variant in variants:

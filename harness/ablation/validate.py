@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.ablation.axes import apply_axes, keep_checkpoints, replicates, systems_of
-from harness.ablation.cells import variant_train_overrides
+from harness.ablation.cells import method_preset, variant_train_overrides
 from harness.ablation.layout import layout_names, load_layout
 from harness.ablation.problems import KeyPath, Problems
 from harness.ablation.resolve import SYNTHETIC_PREFIX, resolve_data_entry, resolve_path, substitute, unresolved
@@ -206,14 +206,16 @@ def _variant(suite: AblationSuite, scale: str, i: int, problems: Problems, build
                      f"be trained by method {variant.method!r}; evaluate it as a baseline row with method "
                      f"{NO_TRAINING!r}")
         return
+    cfg = suite.scale(scale)
+    try:
+        preset = method_preset(method, scale, cfg.preset_scale)
+    except ConfigError as exc:      # reported at the scale's 'preset' key, else at the scale itself
+        at = ("scales", scale, "preset") if cfg.preset else ("scales", scale)
+        problems.add(at, f"variant {variant.id!r}: {exc}")
+        return
     if unknown_found or not build_spec:
         return
 
-    recipe = suite.scale(scale).preset_scale
-    preset = recipe if recipe in method.presets else ("tiny" if "tiny" in method.presets else None)
-    if preset is None:
-        problems.add(where + ("method",), f"method {variant.method!r} has no presets")
-        return
     for system in systems_of(variant):
         replicate = replicates(suite, system, scale)[0]   # seeds change only the spec's seed
         overrides = apply_axes(variant_train_overrides(suite, variant, scale), replicate)

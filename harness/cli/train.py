@@ -44,6 +44,9 @@ def register(subparsers) -> None:
     p.add_argument("--max-rows", type=int, help="use only the first N rows of every source")
     p.add_argument("--negatives-run", help="TREC run giving hard negatives for BEIR training data")
     p.add_argument("--domains", help="comma-separated subset of a collection's domains")
+    p.add_argument("--map", metavar="FROM=TO[,FROM=TO...]",
+                   help="rename the training files' own keys to the row fields query, pos and neg, "
+                        "e.g. --map question=query,positive=pos")
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit without training")
     p.add_argument("--gpu-tflops", type=float, default=989.0, help="peak TFLOP/s assumed by the estimate")
     p.add_argument("--mfu", type=float, default=0.4, help="utilisation assumed by the estimate")
@@ -74,18 +77,26 @@ def build_spec(args, method):
 def build_data(args):
     from pathlib import Path
 
-    from harness.data.collections import is_beir_folder, load_training_data  # lazy (start-up speed): imports numpy
+    # lazy (start-up speed): imports numpy
+    from harness.data.collections import is_beir_folder, load_training_data, parse_column_map
 
+    columns = parse_column_map(args.map) if getattr(args, "map", None) else None
     entries = []
     for path in args.data:
         entry: dict[str, Any] = {"path": path}
         if args.max_rows:
             entry["max_rows"] = args.max_rows
         if is_beir_folder(Path(path)):
+            if columns:
+                raise ConfigError(f"--map renames the keys of .jsonl training files; {path} is a BEIR folder "
+                                  "(its rows come from qrels, queries and corpus)")
             if args.negatives_run:
                 entry["negatives_run"] = args.negatives_run
-        elif args.domains:
-            entry["domains"] = [d.strip() for d in args.domains.split(",") if d.strip()]
+        else:
+            if args.domains:
+                entry["domains"] = [d.strip() for d in args.domains.split(",") if d.strip()]
+            if columns:
+                entry["map"] = columns
         entries.append(entry)
     return load_training_data(entries)
 

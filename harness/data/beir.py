@@ -21,9 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.data.qrels import Qrels, read_qrels
+from harness.data.qrels import BEIR_EXPECTED, TREC_EXPECTED, Qrels, read_qrels, separation
 from harness.errors import InputError
-from harness.io.readers import check_input_file, iter_input_lines, json_id
+from harness.io.readers import check_input_dir, check_input_file, iter_input_lines, json_id, similar_files
+
+DATASET_FOLDER = "a BEIR-layout folder holds corpus.jsonl, queries.jsonl and qrels/<split>.tsv"
 
 
 @dataclass
@@ -152,7 +154,30 @@ def find_file(directory: Path, stem: str) -> Path:
     for candidate in (directory / stem, directory / f"{stem}.gz"):
         if candidate.exists():
             return check_input_file(candidate)
+    if not directory.is_dir():
+        raise InputError(directory / stem, f"file not found: the folder {directory} does not exist")
+    others = similar_files(directory, stem)
+    if others:
+        found = "; ".join(f"{p.name} ({_first_line_separation(p)})" for p in others)
+        raise InputError(directory / stem, f"file not found (also looked for .gz), but {found} is beside it: "
+                                           f"the harness reads {stem}{_expected_content(stem)}")
     raise InputError(directory / stem, "file not found (also looked for .gz)")
+
+
+def _first_line_separation(path: Path) -> str:
+    """How a neighbouring file's first line is separated (unreadable files are only named)."""
+    try:
+        for _, line in iter_input_lines(path):
+            return separation(line)
+    except InputError:
+        return "not readable as UTF-8 text"
+    return "empty"
+
+
+def _expected_content(name: str) -> str:
+    if name.endswith(".tsv"):
+        return f": {BEIR_EXPECTED} or {TREC_EXPECTED}; rename or convert the file"
+    return "; rename or convert the file"
 
 
 def read_corpus(path: str | Path, allow_empty: bool = False) -> Corpus:
@@ -225,9 +250,7 @@ def _find_qrels_line(path: str | Path, qid: str, did: str) -> int | None:
 def load_beir(directory: str | Path, split: str = "test", qrels_file: str | Path | None = None,
               allow_empty_docs: bool = False) -> BeirDataset:
     """Load a BEIR-layout folder; queries are restricted to those judged in ``split``."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise InputError(directory, "dataset directory does not exist")
+    directory = check_input_dir(directory, "dataset directory", DATASET_FOLDER)
     corpus = read_corpus(find_file(directory, "corpus.jsonl"), allow_empty=allow_empty_docs)
     queries = read_queries(find_file(directory, "queries.jsonl"))
     qrels_path = Path(qrels_file) if qrels_file else find_file(directory / "qrels", f"{split}.tsv")

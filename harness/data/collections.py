@@ -24,13 +24,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.data import load_beir, read_run
-from harness.data.training import TrainingRow, read_training_rows
+from harness.data.training import FIELDS, TrainingRow, format_column_map, read_training_rows
 from harness.errors import ConfigError, InputError
 from harness.io import sha256_file
 from harness.io.readers import read_input_text
@@ -186,18 +186,20 @@ def _make_source(name: str, rows: list[TrainingRow], meta: dict[str, Any], path:
 # ----------------------------------------------------------------------------- loaders
 
 def load_collection(path: str | Path, *, domains: Sequence[str] | None = None,
-                    max_rows: int | None = None) -> list[TrainingSource]:
+                    max_rows: int | None = None, columns: Mapping[str, str] | None = None) -> list[TrainingSource]:
     """Load a folder of ``<domain>.jsonl`` files (or one ``.jsonl`` file) as sources.
 
     ``domains`` selects a subset (in the given order); ``max_rows`` keeps the first
-    rows of each source (for quick runs; the files are already shuffled).
+    rows of each source (for quick runs; the files are already shuffled); ``columns``
+    renames the files' own keys to ``query``/``pos``/``neg`` (:func:`parse_column_map`).
     """
     path = Path(path)
+    columns = check_column_map(columns or {}, path)
     if path.is_file():
         meta, _ = _metadata_for_folder(path.parent)
         name = _stem(path)
-        rows = read_training_rows(path)
-        sources = [_make_source(name, rows, meta.get(name, {}), path, sha256_file(path))]
+        rows = read_training_rows(path, columns)
+        sources = [_make_source(name, rows, meta.get(name, {}), path, _file_identity(path, columns))]
         return _select(sources, domains, max_rows, path)
     if not path.is_dir():
         raise InputError(path, "training collection does not exist")
@@ -219,9 +221,51 @@ def load_collection(path: str | Path, *, domains: Sequence[str] | None = None,
         if file is None or not file.exists():
             raise InputError(meta_file or path,
                              f"domain {name!r}: training file {file or name + '.jsonl'} does not exist")
-        rows = read_training_rows(file)
-        sources.append(_make_source(name, rows, domain_meta, file, sha256_file(file)))
+        rows = read_training_rows(file, columns)
+        sources.append(_make_source(name, rows, domain_meta, file, _file_identity(file, columns)))
     return _select(sources, domains, max_rows, path)
+
+
+def _file_identity(path: Path, columns: Mapping[str, str]) -> str:
+    """The file's hash, and the column mapping when there is one (it changes which texts are rows)."""
+    digest = sha256_file(path)
+    return f"{digest}:map={format_column_map(columns)}" if columns else digest
+
+
+def parse_column_map(text: str) -> dict[str, str]:
+    """``question=query,positive=pos`` as ``{"question": "query", "positive": "pos"}`` (``--map``)."""
+    out: dict[str, str] = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        source, sep, target = (part.strip() for part in item.partition("="))
+        if not sep or not source or not target:
+            raise ConfigError(f"--map expects FROM=TO pairs separated by commas (e.g. question=query,positive=pos), "
+                              f"got {item.strip()!r}")
+        if source in out:
+            raise ConfigError(f"--map names {source!r} twice")
+        out[source] = target
+    if not out:
+        raise ConfigError("--map is empty; give FROM=TO pairs, e.g. question=query,positive=pos")
+    return out
+
+
+def check_column_map(columns: Any, where: Path) -> dict[str, str]:
+    """A column mapping checked: file keys (strings) to distinct row fields (query, pos, neg)."""
+    if not isinstance(columns, Mapping):
+        raise ConfigError(f"training data {where}: 'map' must map the file's keys to {', '.join(FIELDS)}, "
+                          f"got {columns!r}")
+    seen: dict[str, str] = {}
+    for source, target in columns.items():
+        if not isinstance(source, str) or not isinstance(target, str):
+            raise ConfigError(f"training data {where}: 'map' entries must be names, got {source!r}: {target!r}")
+        if target not in FIELDS:
+            raise ConfigError(f"training data {where}: 'map' sends {source!r} to {target!r}, which is no row field; "
+                              f"fields: {', '.join(FIELDS)}")
+        if target in seen:
+            raise ConfigError(f"training data {where}: 'map' sends both {seen[target]!r} and {source!r} to {target!r}")
+        seen[target] = source
+    return dict(columns)
 
 
 def _stem(path: Path) -> str:
@@ -319,9 +363,10 @@ def is_beir_folder(path: Path) -> bool:
 def load_training_data(entries: Iterable[str | Path | dict[str, Any]]) -> TrainingData:
     """Load every entry into one :class:`TrainingData`.
 
-    An entry is a path, or a dict ``{"path": ..., "domains": [...], "max_rows": N}``
-    (collections) or ``{"path": ..., "split": "train", "negatives_run": ..., "max_negatives": 30,
-    "name": ..., "max_rows": N}`` (BEIR folders; detected by ``qrels/`` and ``corpus.jsonl``).
+    An entry is a path, or a dict ``{"path": ..., "domains": [...], "max_rows": N, "map": {"question":
+    "query"}}`` (collections; ``map`` renames the files' keys to the row fields) or ``{"path": ...,
+    "split": "train", "negatives_run": ..., "max_negatives": 30, "name": ..., "max_rows": N}``
+    (BEIR folders; detected by ``qrels/`` and ``corpus.jsonl``).
     """
     sources: list[TrainingSource] = []
     for entry in entries:
@@ -336,8 +381,9 @@ def load_training_data(entries: Iterable[str | Path | dict[str, Any]]) -> Traini
             src = load_beir_training(path, **opts)
             sources.extend(_select([src], None, max_rows, path))
         else:
-            _check_options(opts, {"domains"}, path)
-            sources.extend(load_collection(path, domains=opts.get("domains"), max_rows=max_rows))
+            _check_options(opts, {"domains", "map"}, path)
+            sources.extend(load_collection(path, domains=opts.get("domains"), max_rows=max_rows,
+                                           columns=opts.get("map")))
     return TrainingData(sources)
 
 

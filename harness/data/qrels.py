@@ -11,6 +11,8 @@ trec_eval parses them (see :func:`read_qrels`).
 """
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +32,90 @@ from harness.io.readers import (
     refuse_unicode_whitespace,
 )
 
+log = logging.getLogger(__name__)
+_LABEL = re.compile(r"[+-]?\d+(?:\.0*)?", re.ASCII)          # a label as parse_trec_relevance accepts it
+
 BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
+BEIR_EXPECTED = "BEIR qrels (tab-separated, header 'query-id<TAB>corpus-id<TAB>score')"
+TREC_EXPECTED = "TREC qrels (whitespace-separated 'qid iter docid rel', no header)"
+
+# Header names a person may give the columns of a qrels file (lower-cased); a header made of them, in
+# BEIR's order (query, document, label) or TREC's (query, iteration, document, label), is unambiguous.
+_QUERY_NAMES = frozenset({"query-id", "query_id", "queryid", "qid", "query", "topic", "topic_id", "q_id"})
+_DOC_NAMES = frozenset({"corpus-id", "corpus_id", "corpusid", "doc-id", "doc_id", "docid", "docno", "doc",
+                        "document", "document_id", "pid", "passage_id", "did"})
+_ITER_NAMES = frozenset({"iter", "iteration", "q0", "0", "unused"})
+_LABEL_NAMES = frozenset({"score", "rel", "relevance", "label", "judgment", "judgement", "grade"})
+
+
+@dataclass(frozen=True)
+class QrelsLayout:
+    """How a qrels file is laid out, as found from its first line (:func:`sniff_qrels`)."""
+
+    fmt: str                            # "beir" (3 columns: query, document, label) or "trec" (4 columns)
+    header: bool                        # line 1 names the columns
+    delimiter: str | None               # "\t", or None: runs of ASCII whitespace
+    found: str                          # what was found, in words (for messages and the log)
+
+    @property
+    def standard(self) -> bool:
+        """BEIR with its exact header or TREC without one: the layouts the fast reader handles."""
+        return self in (_STANDARD_BEIR, _STANDARD_TREC)
+
+    @property
+    def width(self) -> int:
+        return 3 if self.fmt == "beir" else 4
+
+
+_STANDARD_BEIR = QrelsLayout("beir", True, "\t", "BEIR qrels with its header")
+_STANDARD_TREC = QrelsLayout("trec", False, None, "TREC qrels")
+
+
+def separation(line: str) -> str:
+    """How ``line``'s fields are separated, in words: tab-, comma- or whitespace-separated."""
+    if "\t" in line:
+        return "tab-separated"
+    if "," in line and len(line.split()) <= 1:
+        return "comma-separated (CSV)"
+    return "whitespace-separated"
+
+
+def sniff_qrels(path: str | Path, fmt: str = "auto") -> QrelsLayout:
+    """The layout of a qrels file from its first line: BEIR (3 columns with a header) or TREC (4 columns,
+    no header), tab or whitespace separated.  A header of recognised column names (``qid docid rel``,
+    ``qid iter docid rel``) is read as such; CSV and what is truly ambiguous (3 columns without a header,
+    a header of unknown names) are refused at ``file:1`` saying what was found and what is expected."""
+    path = Path(path)
+    line = next((text for _, text in iter_input_lines(path, "qrels file")), None)   # the first line only
+    if line is None or fmt == "trec":
+        return _STANDARD_TREC
+    if tuple(c.strip() for c in line.split("\t")) == BEIR_QRELS_HEADER:
+        return _STANDARD_BEIR
+    sep = separation(line)
+    if sep.startswith("comma"):
+        raise InputError(path, f"found comma-separated values (CSV) {line!r}; expected {BEIR_EXPECTED} or "
+                               f"{TREC_EXPECTED}: save the file with tabs instead of commas", 1)
+    cols = [c.strip() for c in line.split("\t")] if "\t" in line else line.split()
+    names = [c.lower() for c in cols]
+    delimiter = "\t" if "\t" in line else None
+    is_label = _LABEL.fullmatch(cols[-1]) is not None if cols else False
+    if len(cols) == 3 and names[0] in _QUERY_NAMES and names[1] in _DOC_NAMES and names[2] in _LABEL_NAMES:
+        return QrelsLayout("beir", True, delimiter, f"3 {sep} columns with the header {line.strip()!r}")
+    if len(cols) == 4 and names[0] in _QUERY_NAMES and names[1] in _ITER_NAMES and names[2] in _DOC_NAMES \
+            and names[3] in _LABEL_NAMES and fmt == "auto":
+        return QrelsLayout("trec", True, delimiter, f"4 {sep} columns with the header {line.strip()!r}")
+    if fmt == "beir":
+        raise InputError(path, f"expected BEIR header 'query-id<TAB>corpus-id<TAB>score', got {line!r}", 1)
+    # a header is words only; a 4-column line with numbers is data (its bad label is named on reading)
+    is_header = not is_label and (len(cols) == 3 or not any(_LABEL.fullmatch(c) for c in cols))
+    if is_header and len(cols) in (3, 4):
+        raise InputError(path, f"found a header of {len(cols)} {sep} columns {line.strip()!r} whose names are not "
+                               f"recognised; expected {BEIR_EXPECTED} or {TREC_EXPECTED}", 1)
+    if len(cols) == 3:
+        raise InputError(path, f"found 3 {sep} columns and no header ({line.strip()!r}); expected {TREC_EXPECTED} "
+                               f"or {BEIR_EXPECTED}: add the header line if the columns are query, document, "
+                               "score", 1)
+    return _STANDARD_TREC
 
 
 @dataclass(frozen=True)
@@ -109,6 +194,10 @@ def read_qrels(path: str | Path, fmt: str = "auto") -> Qrels:
     the line of every problem.
     """
     path = check_input_file(path, "qrels file")
+    layout = sniff_qrels(path, fmt)
+    if not layout.standard:
+        return read_qrels_lines(path, fmt)
+    fmt = layout.fmt
     # Imported here: pyarrow costs ~30 ms, paid only by commands that read TREC files.
     from harness.data.trec_fast import read_qrels_columns  # lazy (start-up speed): imports pyarrow
 
@@ -128,29 +217,28 @@ def read_qrels_lines(path: str | Path, fmt: str = "auto") -> Qrels:
     ds: list[str] = []
     rs: list[int] = []
     seen: dict[tuple[str, str], int] = {}
+    layout = sniff_qrels(path, fmt)
+    if not layout.standard:
+        log.info("%s: read as %s (%s)", path, "BEIR qrels" if layout.fmt == "beir" else "TREC qrels", layout.found)
     for line_no, line in iter_input_lines(path, "qrels file"):
-        if line_no == 1 and fmt in ("auto", "beir"):
-            head = tuple(c.strip() for c in line.split("\t"))
-            if head == BEIR_QRELS_HEADER:
-                fmt = "beir"
-                continue
-            if fmt == "beir":
-                raise InputError(path, f"expected BEIR header 'query-id<TAB>corpus-id<TAB>score', got {line!r}", 1)
-            fmt = "trec"
+        if line_no == 1 and layout.header:
+            continue
         if not line.strip():
             continue
-        if fmt == "beir":
-            cols = line.split("\t")
-            if len(cols) != 3:
-                raise InputError(path, "expected 3 tab-separated columns (query-id, corpus-id, score), "
-                                       f"got {len(cols)}", line_no)
-            qid, did, rel_text = (c.strip() for c in cols)
+        if layout.delimiter == "\t":
+            cols = [c.strip() for c in line.split("\t")]
+            if len(cols) != layout.width:
+                names = "query-id, corpus-id, score" if layout.width == 3 else "qid, iter, docid, rel"
+                raise InputError(path, f"expected {layout.width} tab-separated columns ({names}), got {len(cols)}",
+                                 line_no)
         else:
             refuse_unicode_whitespace(line, path, line_no)
             cols = line.split()
-            if len(cols) != 4:
-                raise InputError(path, f"expected 4 columns (qid iter docid rel), got {len(cols)}", line_no)
-            qid, _, did, rel_text = cols
+            if len(cols) != layout.width:
+                names = "qid docid rel" if layout.width == 3 else "qid iter docid rel"
+                hint = f"; {_column_hint(line, layout)}" if line_no <= 2 else ""
+                raise InputError(path, f"expected {layout.width} columns ({names}), got {len(cols)}{hint}", line_no)
+        qid, did, rel_text = (cols[0], cols[1], cols[2]) if layout.width == 3 else (cols[0], cols[2], cols[3])
         if not qid or not did:
             raise InputError(path, "empty query or document id", line_no)
         check_id(qid, path, line_no, "query id")
@@ -167,6 +255,12 @@ def read_qrels_lines(path: str | Path, fmt: str = "auto") -> Qrels:
     if not qs:
         raise InputError(path, "qrels file contains no judgements")
     return Qrels.from_arrays(qs, ds, rs, source=str(path))
+
+
+def _column_hint(line: str, layout: QrelsLayout) -> str:
+    """What the first data line of a qrels file looks like, against what its layout expects."""
+    return f"found {separation(line)} {line.strip()!r}; expected " + (TREC_EXPECTED if layout.fmt == "trec"
+                                                                      else BEIR_EXPECTED)
 
 
 def write_qrels(qrels: Qrels, path: str | Path, fmt: str = "trec") -> None:

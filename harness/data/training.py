@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,20 @@ class TrainingRow:
     pos: list[str]
     neg: list[str]
     meta: dict = field(default_factory=dict)
+
+
+def _missing_field(key: str, obj: dict, columns: Mapping[str, str] | None) -> str:
+    """A missing row field, the fields the line has, and the mapping that would supply it."""
+    found = ", ".join(repr(k) for k in obj) or "none"
+    mapped = f" (after --map {format_column_map(columns)})" if columns else ""
+    return (f"missing field {key!r}; fields found{mapped}: {found}; rows need 'query', 'pos' and optionally "
+            "'neg': map the file's own names with --map (a data entry's 'map'), "
+            "e.g. --map question=query,positive=pos")
+
+
+def format_column_map(columns: Mapping[str, str]) -> str:
+    """``{"question": "query"}`` as ``question=query`` (the --map syntax)."""
+    return ",".join(f"{k}={v}" for k, v in columns.items())
 
 
 def _passage_list(obj: dict, key: str, path, line_no: int, required: bool) -> list[str]:
@@ -41,13 +56,22 @@ def _passage_list(obj: dict, key: str, path, line_no: int, required: bool) -> li
     return list(value)
 
 
-def read_training_rows(path: str | Path) -> list[TrainingRow]:
-    """Read and validate a training jsonl file (``.gz`` allowed)."""
+FIELDS = ("query", "pos", "neg")
+
+
+def read_training_rows(path: str | Path, columns: Mapping[str, str] | None = None) -> list[TrainingRow]:
+    """Read and validate a training jsonl file (``.gz`` allowed).
+
+    ``columns`` renames a file's own keys to the row fields (``{"question": "query", "positive": "pos"}``,
+    what ``harness train --map`` and a data entry's ``map`` give)."""
     path = check_input_file(path, "training file")
     rows: list[TrainingRow] = []
     for line_no, obj in iter_jsonl(path, "training file"):
-        if "query" not in obj:
-            raise InputError(path, "missing field 'query'", line_no)
+        if columns:
+            obj = {columns.get(k, k): v for k, v in obj.items()}
+        for key in ("query", "pos"):
+            if key not in obj:
+                raise InputError(path, _missing_field(key, obj, columns), line_no)
         query = obj["query"]
         if not isinstance(query, str):
             raise InputError(path, f"field 'query' must be a string, got {type(query).__name__}", line_no)

@@ -67,6 +67,31 @@ def check_input_file(path: str | Path, what: str = "file") -> Path:
     return path
 
 
+def check_input_dir(path: str | Path, what: str = "folder", hint: str = "") -> Path:
+    """``path`` as a Path; InputError if it does not exist or is a file (then naming the folder it is in,
+    ``hint`` saying what the folder should hold)."""
+    path = Path(path)
+    if path.is_file():
+        holds = f" ({hint})" if hint else ""
+        raise InputError(path, f"{what} is a file, expected a folder{holds}; did you mean its folder {path.parent}?")
+    if not path.exists():
+        raise InputError(path, f"{what} does not exist")
+    if not path.is_dir():
+        raise InputError(path, f"{what} is not a folder")
+    return path
+
+
+def similar_files(directory: str | Path, name: str) -> list[Path]:
+    """Files in ``directory`` with the stem of ``name`` but another extension (``test.csv`` beside a
+    missing ``test.tsv``), sorted; none when the folder does not exist."""
+    directory = Path(directory)
+    stem = name.split(".", 1)[0]
+    if not stem or not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir()
+                  if p.is_file() and p.name.split(".", 1)[0] == stem and p.name not in (name, f"{name}.gz"))
+
+
 @contextlib.contextmanager
 def input_errors(path: str | Path, line: int | None = None) -> Iterator[None]:
     """Turn decoding, decompression and file-kind errors raised inside into InputError."""

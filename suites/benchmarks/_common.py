@@ -7,6 +7,7 @@ when the folder has exactly one qrels file, otherwise the protocol's split is us
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from harness.protocol import ProtocolCard
 from suites.answers import NORMALIZER_ID, AnswerMatcher, accuracy_at_k
 
 ANSWERS_FILE = "answers.jsonl"
+log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------- splits and files
@@ -51,6 +53,9 @@ def resolve_split(directory: str | Path, requested: str | None, protocol_split: 
         split = requested
     elif len(available) == 1:
         split = available[0]
+        if split != protocol_split:     # said, not silent: the card's split records it too
+            log.warning("%s: no qrels for the protocol's split %r; evaluating split %r, the only qrels file "
+                        "(pass --split to choose)", Path(directory) / "qrels", protocol_split, split)
     else:
         split = protocol_split
     if available and split not in available:

@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.benchmark import LoadedBenchmark, RemoteFile, SuiteOption, register_suite
+from harness.data.beir import DATASET_FOLDER
 from harness.errors import ConfigError, InputError
+from harness.io.readers import check_input_dir
 from suites.benchmarks._common import (
     ANSWERS_FILE,
     BeirLayoutSuite,
@@ -87,8 +89,7 @@ def resolve_dataset_dir(dataset_dir: str | Path, dataset: str | None) -> tuple[P
                               f"(forums: {', '.join(CQADUPSTACK_FORUMS)}) and average with cqadupstack_average")
         raise InputError(root, f"no BEIR-layout folder for dataset {name!r} (looked for corpus.jsonl in "
                                f"{root / name} and {root})")
-    if not root.is_dir():
-        raise InputError(root, "dataset directory does not exist")
+    check_input_dir(root, "dataset directory", DATASET_FOLDER)    # a file (corpus.jsonl) names its folder
     if root.parent.name == "cqadupstack" and root.name in CQADUPSTACK_FORUMS:
         return root, f"cqadupstack/{root.name}"
     if root.name == "cqadupstack" and not find_optional(root, "corpus.jsonl"):
