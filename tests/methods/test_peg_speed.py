@@ -9,16 +9,16 @@ Two measurements, both interleaved round by round (the reference timed in the un
 * a whole training micro-batch (forward, loss, backward) of all-MiniLM-L6-v2 on real rows
   at the small suite's shape (16 queries, 1 hard negative, lengths 64/128).
 
-Both run on one torch thread (restored afterwards): on a shared 2-core machine, two OpenMP
-threads wait on each other whenever another process takes a core, which swamps the
-difference being measured.  Reported: best-vs-best (fastest round of each; robust to
-interference from other processes, which only ever adds time) and the median of the
-per-round ratios.  The bound is checked on best-vs-best; on a loaded machine the median
-carries the noise of the load.
+Both run on one torch thread (restored afterwards) and are timed in process CPU seconds
+(``time.process_time``): other processes' load adds wall time (at load 4-9 on 2 cores the wall-clock
+best-vs-best ratio read 1.14x against 1.07x at load 1) but not this process's CPU time.  The bound is
+checked on the median of the per-round CPU ratios, each round's pair run back to back under the same
+load; best-vs-best and the wall-clock ratios are reported beside it, with the load average.
 """
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -31,13 +31,31 @@ MAX_RATIO = 1.1
 
 def interleaved(benchmark, reference, candidate, rounds: int) -> dict:
     reference(), candidate()                                            # warm-up
-    _, ref_times, cand_times = interleaved_rounds(benchmark, reference, candidate, rounds)
+    walls: dict[str, list[float]] = {"vanilla": [], "peg": []}
+
+    def walled(fn, key: str):
+        def run() -> None:
+            started = time.perf_counter()
+            fn()
+            walls[key].append(time.perf_counter() - started)
+        return run
+
+    _, ref_times, cand_times = interleaved_rounds(benchmark, walled(reference, "vanilla"), walled(candidate, "peg"),
+                                                  rounds, clock=time.process_time)
     ratios = [c / r for c, r in zip(cand_times, ref_times)]
-    info = {"vanilla_s": ref_times, "peg_s": cand_times, "ratio_median": round(float(np.median(ratios)), 4),
-            "ratio_best": round(min(cand_times) / min(ref_times), 4)}
+    wall_ratios = [c / r for c, r in zip(walls["peg"], walls["vanilla"])]
+    info = {"vanilla_cpu_s": ref_times, "peg_cpu_s": cand_times, "ratio_median": round(float(np.median(ratios)), 4),
+            "ratio_best": round(min(cand_times) / min(ref_times), 4),
+            "ratio_spread": round(max(ratios) - min(ratios), 4),
+            "wall_ratio_median": round(float(np.median(wall_ratios)), 4),
+            "wall_ratio_best": round(min(walls["peg"]) / min(walls["vanilla"]), 4),
+            "load_average": os.getloadavg()[0]}
     benchmark.extra_info.update(info)
-    print(f"\nPEG / vanilla: median of per-round ratios {info['ratio_median']}, best-vs-best {info['ratio_best']} "
-          f"(vanilla best {min(ref_times) * 1e3:.1f} ms, PEG best {min(cand_times) * 1e3:.1f} ms)")
+    print(f"\nPEG / vanilla CPU time: median of per-round ratios {info['ratio_median']} (range "
+          f"{min(ratios):.3f}-{max(ratios):.3f}), best-vs-best {info['ratio_best']}; wall: median "
+          f"{info['wall_ratio_median']}, best-vs-best {info['wall_ratio_best']}; load average "
+          f"{info['load_average']:.1f} (vanilla best {min(ref_times) * 1e3:.1f} ms CPU, PEG best "
+          f"{min(cand_times) * 1e3:.1f} ms CPU)")
     return info
 
 
@@ -76,8 +94,8 @@ def test_loss_step_cost_at_the_paper_batch_shape(benchmark):
     def peg():
         method.reduce(trainer_losses(), ctx).backward()
 
-    info = interleaved(benchmark, vanilla, peg, rounds=15)
-    assert info["ratio_best"] <= MAX_RATIO
+    info = interleaved(benchmark, vanilla, peg, rounds=41)
+    assert info["ratio_median"] <= MAX_RATIO
 
 
 def test_training_micro_batch_cost_minilm(benchmark, shared_data):
@@ -103,4 +121,4 @@ def test_training_micro_batch_cost_minilm(benchmark, shared_data):
         plain_step(model, ctx, method)
 
     info = interleaved(benchmark, lambda: step(vanilla_method), lambda: step(peg_method), rounds=5)
-    assert info["ratio_best"] <= MAX_RATIO
+    assert info["ratio_median"] <= MAX_RATIO
