@@ -17,6 +17,7 @@ from typing import Any
 
 from harness.ablation.cells import EvalCell, TrainCell
 from harness.ablation.paths import eval_cell_dir, train_cell_dir
+from harness.ablation.provenance import resolved_settings
 from harness.ablation.resolve import require_resolved
 from harness.ablation.spec import encoding_kwargs
 from harness.ablation.suite_state import SuiteState
@@ -121,8 +122,20 @@ def _evaluate_claimed(state: SuiteState, cell: EvalCell, out: Path, ckpt: Checkp
         record["evaluation"] = settings
     if tc.variant_evaluation:       # part of the eval key (harness.ablation.cells.eval_key)
         record["variant_evaluation"] = tc.variant_evaluation
+    # every resolved setting of the system and of the stages it trained first, each with its source
+    record["settings"] = settings_record(state, tc.system)
     evaluate_model(spec, loaded, out, cache_dir=state.cache_dir, suite_name=cell.benchmark.suite,
                    extra_manifest={"cell": record}, progress=state.progress)
+
+
+def settings_record(state: SuiteState, system: str) -> list[dict[str, Any]]:
+    """The provenance of ``system``'s settings as its results' manifests keep it (computed once per run)."""
+    if state.provenance is None:
+        state.provenance = {}
+        for setting in resolved_settings(state.suite, state.scale):
+            entry = dataclasses.asdict(setting)
+            state.provenance.setdefault(entry.pop("system"), []).append(entry)
+    return state.provenance.get(system, [])
 
 
 def checkpoint_at(state: SuiteState, cell: TrainCell, final: Checkpoint, step: int) -> Checkpoint:

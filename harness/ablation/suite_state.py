@@ -35,6 +35,8 @@ class SuiteState:
         self.train_cells: list[TrainCell] = expand_train_cells(suite, scale, load_data=load_data)
         self._benchmarks: dict[str, LoadedBenchmark] = {}
         self._eval_cells: list[EvalCell] | None = None
+        # each system's resolved settings with their sources (harness.ablation.cell_work.settings_record)
+        self.provenance: dict[str, list[dict[str, Any]]] | None = None
 
     @property
     def report_dir(self) -> Path:

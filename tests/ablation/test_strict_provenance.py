@@ -111,3 +111,19 @@ def test_dry_run_json_lists_every_resolved_setting(tmp_path, capsys):
     top60 = next(s for s in settings if s["system"] == "top60" and s["stage"] is None
                  and s["name"] == "options.percent")
     assert top60["value"] == 60 and top60["kind"] == "suite"
+
+
+def test_each_result_manifest_keeps_the_settings_and_their_sources(tmp_path, capsys):
+    path = tmp_path / "strict.yaml"
+    _suite(tmp_path)
+    text = path.read_text().replace('"synthetic:default/eval"', '"synthetic:default/eval/latin_qa"')
+    path.write_text(text.replace("    method: uniform\n", "    method: uniform\n  - id: hn-only\n    method: uniform\n"
+                                 "    train: {in_batch_negatives: false}\n", 1))
+    assert main(["run", str(path), "--scale", "tiny", "--results-root", str(tmp_path / "r"), "--no-progress"]) == 0
+    cells = [json.loads(m.read_text())["cell"] for m in (tmp_path / "r" / "cells" / "eval").glob("*/manifest.json")]
+    record = next(c for c in cells if c["variant"] == "uniform")["settings"]
+    steps = next(s for s in record if s["name"] == "train.steps" and s["stage"] is None)
+    assert steps == {"stage": None, "name": "train.steps", "value": 2, "source": "strict.yaml:15", "kind": "suite"}
+    expected = [{k: v for k, v in s.__dict__.items() if k != "system"}
+                for s in resolved_settings(load_suite(str(path)), "tiny") if s.system == "uniform"]
+    assert json.loads(json.dumps(expected, default=str)) == record
