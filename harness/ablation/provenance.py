@@ -350,6 +350,8 @@ def strict_provenance_problems(settings: list[ResolvedSetting]) -> list[Resolved
     """The settings that change numbers and rest only on a harness default (``--strict-provenance``).
 
     A ``None`` value is a switch left off or a choice delegated (``pooling: null`` takes the model's own,
-    ``lora: null`` is full fine-tuning, ``gradcache_chunk_size: null`` no gradient cache); it is listed
-    with its source but not counted as a problem."""
-    return [s for s in settings if s.kind == "harness" and s.name not in _NO_NUMBERS and s.value is not None]
+    ``lora: null`` is full fine-tuning, ``gradcache_chunk_size: null`` no gradient cache), and an empty
+    mapping sets nothing (``base_options: {}`` without a ``base``); both are listed with their source but
+    not counted as problems."""
+    return [s for s in settings if s.kind == "harness" and s.name not in _NO_NUMBERS
+            and s.value is not None and s.value != {}]

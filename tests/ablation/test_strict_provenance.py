@@ -84,7 +84,7 @@ def test_a_suite_file_line_replaces_a_harness_default(tmp_path):
     problems = strict_provenance_problems(given)
     assert len(problems) == len(strict_provenance_problems(plain)) - 1
     # logging settings change no number and None is a switch left off: neither is a problem
-    assert all(p.name != "train.log_every" and p.value is not None for p in problems)
+    assert all(p.name != "train.log_every" and p.value is not None and p.value != {} for p in problems)
 
 
 def test_strict_provenance_refuses_and_lists(tmp_path, capsys):
@@ -106,7 +106,7 @@ def test_dry_run_json_lists_every_resolved_setting(tmp_path, capsys):
     assert provenance["counts"]["total"] == len(settings)
     assert {s["kind"] for s in settings} <= set(SOURCE_KINDS)
     assert provenance["harness_defaults"] == sum(
-        1 for s in settings if s["kind"] == "harness" and s["value"] is not None
+        1 for s in settings if s["kind"] == "harness" and s["value"] is not None and s["value"] != {}
         and s["name"] not in ("train.log_every", "train.tensorboard", "train.progress"))
     top60 = next(s for s in settings if s["system"] == "top60" and s["stage"] is None
                  and s["name"] == "options.percent")
