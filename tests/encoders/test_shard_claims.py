@@ -69,6 +69,7 @@ CHILD = textwrap.dedent('''
                 return super().encode_docs(texts, **kwargs)
 
         encoder = CountingHF(args["model"], pooling="mean")
+        encoder._load()       # before the barrier: the cache loads the model before any shard is claimed
     else:
         encoder = CountingSparse(counter=args["counter"], delay=args["delay"])
     os.makedirs(args["barrier"], exist_ok=True)

@@ -11,7 +11,7 @@ from methods.peg import PEG
 
 def test_variants_are_the_issue_ablations():
     suite = load_suite("peg")
-    assert suite.baseline == "vanilla" and set(suite.scales) == {"tiny", "small", "paper"}
+    assert suite.baseline == "vanilla" and set(suite.scales) == {"tiny", "smoke", "small", "paper"}
     options = {v.id: PEG().resolve_options(v.options) for v in suite.variants}
     assert all(v.method == "peg" for v in suite.variants)
     vanilla = options["vanilla"]

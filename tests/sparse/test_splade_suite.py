@@ -25,7 +25,7 @@ BERT_BASE = {"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12, 
 def test_the_suite_plan_validates_at_every_scale():
     """The file, variants, method options, metrics, benchmarks and layouts; no model or data is opened."""
     suite = load_suite("splade")
-    assert set(suite.scales) == {"tiny", "small", "paper"} and suite.baseline == "splade"
+    assert set(suite.scales) == {"tiny", "smoke", "small", "paper"} and suite.baseline == "splade"
     for scale in suite.scales:
         validate_plan(suite, scale, check_resources=False)
 
@@ -116,8 +116,10 @@ def test_paper_dry_run_prints_gpu_hours(capsys):
 def test_every_layout_loads_at_every_scale():
     suite = load_suite("splade")
     names, default = layout_names(suite)
-    assert default == "table1" and set(names) == {"table1", "ablations", "lambda"}
+    assert default == "table1" and set(names) == {"table1", "ablations", "lambda", "reported"}
     for scale in suite.scales:
+        if suite.scale(scale).recipe is not None:
+            continue        # a smoke scale's table is the plain comparison table (it checks the code path)
         for name in names:
             layout = load_layout(suite, scale, name)
             assert layout.columns
