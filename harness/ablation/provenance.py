@@ -301,12 +301,8 @@ def _stage_settings(system: str, owner: Any, owner_spec: TrainSpec, owner_settin
         preset = method.presets.get(preset_name, {})
         option_sources = _option_sources(method)
         settings: dict[str, Setting] = {}
-
-        def resolve(name: str, value: Any, inherited: Setting | None, declared: str | None, default: str) -> None:
-            settings[name] = _stage_setting(name, value, inherited, declared, default)  # noqa: B023 (called at once)
-
-        resolve("model", stage.spec.model, owner_settings.get("model"), stage.sources.get("model"),
-                f"method {owner.name} stage {stage.name}")
+        settings["model"] = _stage_setting("model", stage.spec.model, owner_settings.get("model"),
+                                           stage.sources.get("model"), f"method {owner.name} stage {stage.name}")
         for f in dataclasses.fields(TrainSpec):
             if f.name in _NOT_SHOWN:
                 continue
@@ -315,16 +311,16 @@ def _stage_settings(system: str, owner: Any, owner_spec: TrainSpec, owner_settin
             in_preset = f.name in preset and _plain(preset[f.name]) == value
             default = (f"method {method.name} preset {preset_name!r}" + (f" ({why})" if why else "") if in_preset
                        else f"method {owner.name} stage {stage.name}")
-            resolve(f"train.{f.name}", value, owner_settings.get(f"train.{f.name}"), stage.sources.get(f.name),
-                    default)
+            key = f"train.{f.name}"
+            settings[key] = _stage_setting(key, value, owner_settings.get(key), stage.sources.get(f.name), default)
         options = {**method.default_options, **stage.spec.method_options}
         for name, value in options.items():
             is_default = _plain(method.default_options.get(name)) == _plain(value)
             default = (f"method {method.name} default" + (f" ({option_sources[name]})" if option_sources.get(name)
                                                           else "")
                        if is_default else f"method {owner.name} stage {stage.name}")
-            resolve(f"options.{name}", _plain(value), owner_settings.get(f"options.{name}"),
-                    stage.sources.get(f"options.{name}"), default)
+            key = f"options.{name}"
+            settings[key] = _stage_setting(key, _plain(value), owner_settings.get(key), stage.sources.get(key), default)
         out.extend(ResolvedSetting(system, label, s.name, s.value, s.source, source_kind(s.source))
                    for s in settings.values())
         out.extend(_stage_settings(system, method, stage.spec, settings, scale, prefix=label + " / "))
