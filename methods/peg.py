@@ -45,14 +45,15 @@ from harness.errors import ConfigError, InputError
 from harness.io import atomic_write, atomic_write_json
 from harness.method import Method, register_method
 from harness.recipe import BaseLossOptions, option, preset, rebased
-from harness.train.api import LOG_FILE, read_log, reduce_losses
+from harness.train.api import LOG_FILE, DataStage, Stage, read_log, reduce_losses
 
 if TYPE_CHECKING:
-    from harness.train.api import LossOutput, TrainContext
+    from harness.train.api import LossOutput, TrainContext, TrainSpec
 
 A_MODES = ("pos", "neg")
 T_MODES = ("momentum", "constant")
 STATISTICS = ("global", "local")
+PRETRAIN_KEYS = ("preset", "train", "options")
 REDUCTIONS = ("mean", "sum", "none")
 PLOTTED = ("t", "sigma", "downweighted_share", "modulated_share", "emphasised_share", "damped_share")
 
@@ -332,6 +333,11 @@ class PegOptions(BaseLossOptions):
                              source=_NO_CODE + "; the paper does not say, B counts the global batch")
     record_query_weights: bool = option(False, doc="write w_q per training query to method/query_weights.tsv",
                                         source="harness default: a diagnostic file, off unless asked for")
+    pretrain: dict[str, Any] | None = option(
+        None, doc="RetroMAE pre-training first: {preset, train, options} (methods.retromae: train overrides its "
+                  "preset, options name the corpora); the fine-tuning starts from the pre-trained encoder",
+        source="paper 002 \"Training\" (MAE-style pre-training on Wudao, then fine-tuning); null: the backbone as "
+               "given")
 
 
 @register_method("peg")
@@ -385,6 +391,40 @@ class PEG(Method):
                 raise ConfigError(f"method 'peg' around base {base!r}: a_mode shapes a_n only, which is off around "
                                   f"a base: remove a_mode")
         return opts
+
+    # ------------------------------------------------------------------ RetroMAE first (paper 002's pre-training)
+    def pretrain_spec(self, spec: TrainSpec) -> TrainSpec | None:
+        """The RetroMAE run this fine-tuning starts from (option ``pretrain``), or None.
+
+        ``pretrain: {preset: tiny|small|paper, train: {TrainSpec overrides}, options: {corpora: [...], ...}}``;
+        the backbone and the seed are the fine-tuning run's, a smoke run's caps hold for it too."""
+        from methods.retromae import RetroMAE
+
+        pre = self.resolve_options(dict(spec.method_options))["pretrain"]
+        if not pre:
+            return None
+        if not isinstance(pre, Mapping) or set(pre) - set(PRETRAIN_KEYS):
+            given = sorted(pre) if isinstance(pre, Mapping) else type(pre).__name__
+            raise ConfigError(f"method 'peg': option pretrain must be a mapping with keys {', '.join(PRETRAIN_KEYS)}; "
+                              f"got {given}")
+        limits = {"limits": spec.limits} if spec.limits else {}
+        return RetroMAE.spec(str(pre.get("preset", "tiny")), **{"model": spec.model, "seed": spec.seed,
+                                                                 **dict(pre.get("train") or {}),
+                                                                 "method_options": dict(pre.get("options") or {}),
+                                                                 **limits})
+
+    def stages(self, spec: TrainSpec) -> list[Stage | DataStage]:
+        """RetroMAE pre-training first when ``pretrain`` is set: the fine-tuning starts from its encoder."""
+        pre = self.pretrain_spec(spec)
+        own: list[Stage | DataStage] = []
+        if pre is not None:
+            given = self.resolve_options(dict(spec.method_options))["pretrain"]
+            why = "the suite's pretrain option (paper 002 \"Dataset Source\": Wudao, or the corpus substituted)"
+            sources = {**{f"options.{k}": why for k in dict(given.get("options") or {})},
+                       **{k: why for k in dict(given.get("train") or {})}}
+            own.append(Stage("pretrain", "RetroMAE pre-training (retromae)", "retromae", pre, starts_from=True,
+                             sources=sources))
+        return [*super().stages(spec), *own]
 
     def configure(self, ctx: TrainContext) -> None:
         opts = ctx.options

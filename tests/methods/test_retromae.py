@@ -1,0 +1,170 @@
+"""RetroMAE pre-training (paper 002's first stage): whole-word masks, the enhanced decoder's attention, the loss
+against a hand computation on the same masks, a short run that saves the encoder only, and PEG's ``pretrain``
+option declaring it as a stage its fine-tuning starts from."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from trainutil import make_tiny_bert
+
+from harness.errors import ConfigError
+from methods.peg import PEG
+from methods.retromae import (
+    IGNORE,
+    EnhancedDecoderLayer,
+    RetroMAE,
+    RetroMAEHead,
+    corrupt,
+    decoder_attention,
+    retromae_loss,
+    whole_word_mask,
+    word_starts,
+)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+EXAMPLES = [(0, 3), (1, 7), (0, 11), (1, 2)]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    from harness.ablation.resolve import synthetic_world
+
+    root = tmp_path_factory.mktemp("models")
+    return synthetic_world("default"), str(make_tiny_bert(root / "mlm", dropout=0.0, mlm=True))
+
+
+def pt_spec(world, **train):
+    corpora = [str(world[0] / "eval" / n) for n in ("latin_qa", "cyrillic_news")]
+    return RetroMAE.spec("tiny", **{"model": world[1], "batch_size": 4, "steps": 3, "warmup_steps": 0,
+                                    "doc_max_length": 32, "method_options": {"corpora": corpora}, **train})
+
+
+def test_whole_words_are_masked_together_at_the_rate():
+    tokens = ["[CLS]", "play", "##ing", "the", "gui", "##tar", "is", "fun", "and", "loud", "[SEP]"]
+    words = word_starts(tokens)
+    assert words == [0, 1, 1, 2, 3, 3, 4, 5, 6, 7, 8]
+    maskable = [t not in ("[CLS]", "[SEP]") for t in tokens]
+    for seed in range(20):
+        mask = whole_word_mask(words, maskable, 0.3, np.random.default_rng(seed))
+        assert not mask[0] and not mask[-1]
+        assert mask[1] == mask[2] and mask[4] == mask[5]                  # a word's pieces go together
+        assert mask.sum() == 3                                            # round(11 tokens x 0.3) = 3 tokens
+
+
+def test_decoder_rows_never_see_themselves_and_always_see_the_sentence_embedding():
+    words = list(range(12))
+    maskable = [False] + [True] * 10 + [False]
+    allowed = decoder_attention(words, maskable, 0.5, np.random.default_rng(0))
+    assert allowed.shape == (12, 12)
+    assert not allowed.diagonal().any()
+    assert allowed[1:, 0].all()                                          # e_X^ (position 0) visible to every other row
+    # each row hides its own position plus one drawn mask of round(12 tokens x 0.5) = 6 words
+    hidden = (~allowed[1:11, 1:11]).sum(1)
+    assert ((hidden == 6) | (hidden == 7)).all()
+
+
+def test_bert_corruption_keeps_labels_only_where_masked():
+    ids = np.arange(100, 140)
+    mask = np.zeros(40, dtype=bool)
+    mask[::2] = True
+    out, labels = corrupt(ids, mask, 1, 30000, np.random.default_rng(0))
+    assert (labels[~mask] == IGNORE).all() and (labels[mask] == ids[mask]).all()
+    assert (out[~mask] == ids[~mask]).all() and (out[mask] == 1).mean() > 0.5
+
+
+def test_decoder_output_ignores_what_a_row_may_not_see():
+    torch.manual_seed(0)
+    layer = EnhancedDecoderLayer(16, 2, 32, dropout=0.0, attention_dropout=0.0).eval()
+    query, kv = torch.randn(1, 5, 16), torch.randn(1, 5, 16)
+    allowed = torch.ones(1, 5, 5, dtype=torch.bool)
+    allowed[0, 2, 3] = False
+    out = layer(query, kv, allowed)
+    changed = kv.clone()
+    changed[0, 3] += 5.0
+    again = layer(query, changed, allowed)
+    assert torch.allclose(out[0, 2], again[0, 2], atol=1e-6)             # row 2 cannot see position 3
+    assert not torch.allclose(out[0, 1], again[0, 1], atol=1e-3)         # row 1 can
+
+
+def test_loss_is_the_sum_of_the_two_token_means():
+    enc = torch.tensor([[0.0, 2.0, 0.0], [4.0, 0.0, 0.0]])
+    dec = torch.tensor([[1.0, 1.0, 1.0], [3.0, 0.0, 0.0]])
+    terms = {"encoder": enc, "encoder_mask": torch.tensor([[False, True, False], [True, False, False]]),
+             "decoder": dec, "decoder_mask": torch.tensor([[True, True, True], [True, False, False]])}
+    loss, per_text = retromae_loss(terms)
+    assert float(loss) == pytest.approx(6 / 2 + 6 / 4)
+    assert per_text.tolist() == pytest.approx([2.0 + 1.0, 4.0 + 3.0])
+
+
+def test_step_loss_equals_a_hand_computation_on_the_same_masks(world):
+    from trainutil import plain_step
+
+    from harness.train.context import TrainContext
+    from harness.train.model import build_model
+
+    method = RetroMAE()
+    spec = pt_spec(world)
+    head = method.representation_head(spec)
+    model, tok, enc = build_model(spec, head=head)
+    model.train()
+    data = method.prepare(spec, None, {}).data
+    ctx = TrainContext(spec=spec, data=data, model=model, tokenizer=tok, device=torch.device("cpu"),
+                       options=method.resolve_options(dict(spec.method_options)), encoding=enc)
+    method.configure(ctx)
+    batch = method.make_batch(EXAMPLES, ctx, 0)
+    targets = dict(head.targets)
+    assert torch.equal(method.make_batch(EXAMPLES, ctx, 0).views["text"]["input_ids"], batch.views["text"]["input_ids"])
+    head.set_targets(targets)
+    # By hand: encoder MLM on the masked ids; decoder from [CLS] with the masked attention; both token means.
+    with torch.no_grad():
+        out = model.backbone(**batch.views["text"])
+        logp = torch.log_softmax(out.logits.double(), -1)
+        lab = targets["encoder_labels"]
+        enc_ce = torch.stack([-logp[i, t, lab[i, t]] for i in range(lab.shape[0]) for t in range(lab.shape[1])
+                              if lab[i, t] != IGNORE]).mean()
+        cls = out.hidden_states[-1][:, :1]
+        emb = model.backbone.bert.embeddings
+        kv = torch.cat([cls, emb(input_ids=targets["input_ids"])[:, 1:]], 1)
+        q = emb.position_embeddings(torch.arange(kv.shape[1]))[None] + cls
+        dec_logits = model.backbone.cls(head.decoder(q, kv, targets["decoder_attention"].bool()))
+        dlogp = torch.log_softmax(dec_logits.double(), -1)
+        dlab = targets["decoder_labels"]
+        dec_ce = torch.stack([-dlogp[i, t, dlab[i, t]] for i in range(dlab.shape[0]) for t in range(dlab.shape[1])
+                              if dlab[i, t] != IGNORE]).mean()
+    assert (dlab != IGNORE).sum() > (lab != IGNORE).sum() > 0           # every token is a decoder target
+    ctx.batch = batch
+    head.set_targets(targets)
+    res = plain_step(model, ctx, method)
+    assert res.loss == pytest.approx(float(enc_ce + dec_ce), rel=1e-5)
+    assert method.scalars()["decoder_mlm"] == pytest.approx(float(dec_ce), rel=1e-5)
+    grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+    assert any(n.startswith("head.decoder") and g.abs().sum() > 0 for n, g in grads.items())
+    assert any("encoder.layer" in n and g.abs().sum() > 0 for n, g in grads.items())
+
+
+def test_a_short_run_saves_the_encoder_without_the_decoder(world, tmp_path):
+    from safetensors import safe_open
+
+    from harness.train.logs import read_log
+
+    RetroMAE().train(pt_spec(world), None, tmp_path / "run")
+    log = read_log(tmp_path / "run" / "train_log.jsonl")
+    assert len(log) == 3 and all(r["method"]["encoder_mlm"] > 0 and r["method"]["decoder_mlm"] > 0 for r in log)
+    with safe_open(str(tmp_path / "run" / "final" / "model.safetensors"), "pt") as f:
+        names = list(f.keys())
+    assert names and not any("decoder." in n and "predictions" not in n for n in names)
+
+
+def test_peg_declares_retromae_as_the_stage_its_fine_tuning_starts_from(world):
+    corpora = [str(world[0] / "eval" / "latin_qa")]
+    spec = PEG.spec("tiny", model=world[1], method_options={
+        "pretrain": {"preset": "paper", "train": {"steps": 7}, "options": {"corpora": corpora}}})
+    (stage,) = PEG().stages(spec)
+    assert stage.method == "retromae" and stage.starts_from
+    assert stage.spec.lr == 2e-5 and stage.spec.doc_max_length == 512 and stage.spec.steps == 7
+    assert stage.spec.model == world[1] and stage.spec.method_options["corpora"] == corpora
+    assert PEG().stages(PEG.spec("tiny", model=world[1])) == []
+    with pytest.raises(ConfigError, match="pretrain must be a mapping"):
+        PEG().stages(PEG.spec("tiny", model=world[1], method_options={"pretrain": {"corpora": corpora}}))
+    assert isinstance(RetroMAE().representation_head(spec), RetroMAEHead)
