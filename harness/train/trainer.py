@@ -81,7 +81,10 @@ def make_accelerator(precision: str = "fp32"):
         # One process may train cells with different precisions (a suite); the process group stays.
         AcceleratorState._reset_state()
     ddp = DistributedDataParallelKwargs(find_unused_parameters=True)
-    return Accelerator(cpu=not cuda, mixed_precision=mixed, kwargs_handlers=[ddp])
+    accelerator = Accelerator(cpu=not cuda, mixed_precision=mixed, kwargs_handlers=[ddp])
+    # One line per trained run says where it ran: the GPU check (scripts/gpu_check.py) reads it from the logs.
+    log.info("training on %s (%s, %d process(es))", accelerator.device, precision, accelerator.num_processes)
+    return accelerator
 
 
 class Trainer:

@@ -49,6 +49,36 @@ def test_the_qlora_suite_quantises_the_decoder_rows_at_smoke(gpu_check, tmp_path
     assert spec.method_options["quantization"] is None            # the CPU smoke scale: unquantised
 
 
+def test_rows_whose_packaged_model_is_missing_are_left_out(gpu_check, tmp_path, monkeypatch):
+    """An offline GPU image without the MiniLM and Pyserini packages: the splade suite runs without its minilm
+    and bm25 rows (and the layouts naming them); the mining suite, whose smoke scale needs MiniLM, is skipped."""
+    monkeypatch.setitem(gpu_check.PACKAGED, "minilm", "no_such_module_for_the_test")
+    monkeypatch.setitem(gpu_check.PACKAGED, "bm25", "no_such_module_for_the_test")
+    suite_level, runs, left_out = gpu_check.missing_models("splade")
+    assert suite_level == [] and set(left_out) == {"minilm", "bm25"} and "echo-lora" in runs
+    assert "package no_such_module_for_the_test" in left_out["minilm"]
+    path = gpu_check.without_variants("splade", (gpu_check.ROOT / "suites/ablations/splade.yaml").read_text(),
+                                      left_out, tmp_path)
+    suite = load_suite(path)
+    assert {v.id for v in suite.variants} == set(runs)
+    layouts = suite.raw["table"]["layouts"]
+    assert layouts and all(not {"minilm", "bm25"} & set(gpu_check._strings(layout)) for layout in layouts.values())
+    assert "table1" not in layouts and "default" not in suite.raw["table"]     # table1 names both rows
+    assert gpu_check.missing_models("mining")[0] == ["minilm"]
+
+
+def test_the_trained_runs_device_is_read_from_the_log(gpu_check, caplog):
+    import logging
+
+    from harness.train import trainer
+
+    with caplog.at_level(logging.INFO, logger=trainer.log.name):
+        trainer.make_accelerator("fp32")
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("training on "))
+    assert line == "training on cpu (fp32, 1 process(es))"
+    assert gpu_check.re.findall(r"training on (\S+) \((\w+), \d+ process", line) == [("cpu", "fp32")]
+
+
 @pytest.mark.smoke
 def test_a_cpu_run_writes_the_report(gpu_check, tmp_path):
     assert gpu_check.main(["--out", str(tmp_path), "--suites", "peg", "--allow-cpu", "--timeout", "1200"]) == 0
