@@ -66,8 +66,12 @@ def comparison_table(report: ComparisonReport, *, caption: str = "", label: str 
     p_text = ("unadjusted p" if report.correction == "none"
               else f"{CORRECTION_NAMES[report.correction]}-adjusted p over {sizes} comparisons")
     detail = f"{p_text} < {alpha:g}, {TEST_NAMES[report.options.test]}"
-    legend = {GAIN_MARK: f"significantly better than {report.baseline} ({detail})"}
-    if any(LOSS_MARK in cell.marks for row in rows for cell in row.cells.values()):
+    # A marker is explained only when a cell carries it (no legend for a table with nothing marked).
+    used = {mark for row in rows for cell in row.cells.values() for mark in cell.marks}
+    legend = {}
+    if GAIN_MARK in used:
+        legend[GAIN_MARK] = f"significantly better than {report.baseline} ({detail})"
+    if LOSS_MARK in used:
         legend[LOSS_MARK] = f"significantly worse than {report.baseline} ({detail})"
     if not caption:
         caption = f"Systems compared with {report.baseline}; deltas in parentheses."

@@ -6,8 +6,10 @@ their ``per_query.tsv.gz``; refused when their protocol cards differ).  The firs
 run/result is the baseline.  Stored results of several datasets (told apart by
 their protocol card) are compared per dataset, and ``--aggregate`` adds macro
 averages (BEIR, MIRACL over languages, C-MTEB) tested by a stated method.
-Output: JSON (default), or a Markdown/LaTeX table whose legend names the test,
-the correction, the family and alpha.
+Output: an aligned table on a terminal (``--format text``), JSON when the output is
+a file or a pipe (or ``--format json``), or a Markdown/LaTeX table; every table's legend
+names the test, the correction, the family and alpha, and ``--details`` adds one row per
+comparison with its p, adjusted p, CI, d_z and wins/ties/losses.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from harness.io import atomic_write, check_new_file
 from harness.protocol import assert_comparable
 from reports.latex import render_latex
 from reports.markdown import render_markdown
+from reports.text import render_text
 
 _RUN_SUFFIXES = (".gz", ".trec", ".txt", ".run", ".tsv", ".res")
 
@@ -44,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-m", "--metric", action="append", dest="metrics",
                    help="metric (repeatable), e.g. ndcg@10; with --result, default: the metrics all results share")
     p.add_argument("--name", action="append", dest="names",
-                   help="display name per run/result, in the same order (default: file or directory names)")
+                   help="display name per run/result, in the same order (default: run file names; for stored "
+                        "results, the model each was evaluated with, else the result folder's name)")
     p.add_argument("--test", choices=("ttest", "randomization", "bootstrap"), default="ttest",
                    help="two-sided paired test (default: ttest)")
     p.add_argument("--seed", type=int, default=0, help="seed for randomization/bootstrap (draws shared by all systems "
@@ -75,7 +79,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--exclude-self", action="store_true", help="--run: drop documents whose id is the query id")
     p.add_argument("--complete", action="store_true",
                    help="--run: score every judged query, unanswered ones as 0 (trec_eval -c)")
-    p.add_argument("--format", choices=("json", "markdown", "latex"), default="json")
+    p.add_argument("--format", choices=("auto", "text", "json", "markdown", "latex"), default="auto",
+                   help="auto (default): an aligned text table on a terminal, JSON when writing to a file or pipe")
+    p.add_argument("--details", action="store_true",
+                   help="text/markdown/latex: add a table of each comparison's p, adjusted p, CI of the delta, d_z "
+                        "and wins/ties/losses (JSON always has them)")
     p.add_argument("--caption", default="", help="table caption (markdown/latex)")
     p.add_argument("--label", default="", help="LaTeX \\label")
     p.add_argument("--decimals", type=non_negative_int, default=1, help="decimals of table cells (values x100)")
@@ -213,13 +221,20 @@ def run(args: argparse.Namespace) -> int:
     report = compare_suite(results, metrics, aggregates=_aggregates(args.aggregate, datasets),
                            aggregate_method=args.aggregate_method, options=options, correction=args.correction,
                            alpha=args.alpha, family=args.family)
-    if args.format == "json":
+    fmt = args.format
+    if fmt == "auto":
+        fmt = "text" if args.output is None and sys.stdout.isatty() else "json"
+    if fmt == "json":
         text = json.dumps(report.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     else:
         from reports.comparison import comparison_table  # lazy (start-up speed): imports numpy, scipy
+        from reports.comparison_details import details_table  # lazy (start-up speed): imports numpy, scipy
 
-        table = comparison_table(report, caption=args.caption, label=args.label, decimals=args.decimals)
-        text = (render_markdown(table) if args.format == "markdown" else render_latex(table)).rstrip("\n") + "\n"
+        render = {"text": render_text, "markdown": render_markdown, "latex": render_latex}[fmt]
+        tables = [comparison_table(report, caption=args.caption, label=args.label, decimals=args.decimals)]
+        if args.details:
+            tables.append(details_table(report, decimals=args.decimals))
+        text = "\n".join(render(table).rstrip("\n") + "\n" for table in tables)
     if args.output:
         with atomic_write(args.output) as handle:
             handle.write(text)

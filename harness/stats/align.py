@@ -97,7 +97,8 @@ def align(base: QueryScores, system: QueryScores, *, metric: str | None = None, 
                          f"(e.g. {_examples(only_sys.tolist())})")
         what = f" on {metric}" if metric else ""
         raise MissingQueriesError(f"cannot pair {system_name} with {base_name}{what}: " + "; ".join(parts)
-                                  + "; evaluate both on the same queries or use missing='zero' to score them as 0")
+                                  + "; evaluate both on the same queries, or score them as 0 (harness compare "
+                                  "--missing zero; Python: missing='zero')")
     all_ids = np.union1d(base_ids, sys_ids)
     return PairedScores(all_ids, _reindex(all_ids, base_ids, base_values), _reindex(all_ids, sys_ids, sys_values),
                         missing_in_base=len(only_sys), missing_in_system=len(only_base))
