@@ -13,7 +13,8 @@ reports: variants that mine alike share them, and a killed mining run resumes.  
 (a synthetic world's ``truth.json``), the filter's precision and recall against the planted false
 negatives and the planted false negatives left among the selected negatives are reported.
 
-Stage 2, training: the uniform recipe (``presets`` are uniform's) on the mined rows.  With
+Stage 2, training: the uniform recipe (``presets`` are uniform's at tiny and small scale; at paper scale
+paper 004's Tevatron recipe per backbone, :mod:`methods.mining.tevatron`) on the mined rows.  With
 ``batches: language_topic`` every micro-batch comes from
 :func:`methods.mining.language_topic_batches` over all training rows (one language per batch,
 topics round-robin; METHODS.md M6) instead of the sampler; epoch e uses seed ``spec.seed + e``, so
@@ -72,6 +73,7 @@ from methods.mining.judge_spec import JUDGE_SPECS, make_judge
 from methods.mining.plan import describe, mining_estimate
 from methods.mining.rows import MiningSettings, mine_rows, passage_id
 from methods.mining.selection import POS_AGGREGATES, STRATEGIES
+from methods.mining.tevatron import TEVATRON_PRESETS
 from methods.mining.topics import language_labels, topic_labels
 from methods.mining.votes import FILTER_MODES
 from methods.uniform import Uniform
@@ -136,7 +138,8 @@ class MinedOptions(BaseLossOptions):
     mining_seed: int = option(0, doc="seed of random selections (shifted_random, judged subsets)",
                               source="harness default: fixed, so mining is reproducible")
     judge: str = option("none", doc="LLM false-negative judge: " + JUDGE_SPECS,
-                        source="harness default: none (paper 004 uses GPT-4o; METHODS.md 5.3)")
+                        source=_P + " §4.3: the compared strategies (Table 2) select without a judge; the full "
+                               "method's judge is GPT-4o (App. B.2; METHODS.md 5.3)")
     filter_mode: str = option("keep_zero", doc="which judged candidates stay: vote 0 only (code) or all but vote 2 "
                                                "(paper)", choices=tuple(FILTER_MODES),
                               source=_BDUMDR + " Src/hard_neg/llm_fitering.py (keep only 0; METHODS.md 5.3)")
@@ -151,15 +154,16 @@ class MinedOptions(BaseLossOptions):
     judge_max_tokens: int | None = option(None, doc="tokens the judge may answer with (null: the judge's default)",
                                           source="harness default: the judge's own")
     generate: str = option("none", doc="LLM hard-negative generation (fills pools to k): " + JUDGE_SPECS,
-                           source="harness default: none (paper 004 uses a fine-tuned Llama-3.1-70B; METHODS.md 5.4)")
+                           source=_P + " §4.3: the compared strategies (Table 2) generate nothing; the full method "
+                                  "generates with a fine-tuned Llama-3.1-70B (§3.4; METHODS.md 5.4)")
     generate_max_tokens: int = option(64, doc="tokens per generated summary or query", bounds="[1, inf)",
                                       source="harness default: short queries (the released code allows 128)")
     truth: str | None = option(None, doc="a synthetic world's truth.json: report the filter against the planted "
                                          "false negatives", source="harness default: none (real data has no truth)")
     # ---- batches and weights (stage 2)
     batches: str = option("sampler", doc="micro-batches from the sampler, or monolingual topic-diverse batches",
-                          choices=BATCHES, source="harness default: the uniform recipe's sampler "
-                                                  "(paper 004's batches are language_topic)")
+                          choices=BATCHES, source=_BDUMDR + " Src/tevatron (Tevatron's shuffled mix of all languages, "
+                                                  "paper 004 §4.1; the full method's batches are language_topic)")
     languages: str | dict[str, str] = option("source", doc="row languages: the source's, column:<key> or "
                                                             "index:<tsv file> (one or {source: spec})",
                                              source="harness default: one language per source")
@@ -173,7 +177,9 @@ class MinedOptions(BaseLossOptions):
     topic_model: str | None = option(None, doc="dense model for kmeans topics (null: the first dense retriever)",
                                      source="harness default: the first dense retriever")
     weights: str = option("none", doc="loss weights w_l + w_t: none, constant (0.45 / 0.4) or portion",
-                          choices=("none", *WEIGHT_MODES), source="harness default: none (the uniform loss)")
+                          choices=("none", *WEIGHT_MODES),
+                          source=_BDUMDR + " Src/tevatron/src/tevatron/loss.py (Tevatron's unweighted loss; the full "
+                                           "method weights)")
     weighting: str = option("batch", doc="batch: batch loss times the mean w_l + w_t (code); sample: each query's "
                                          "term by its own (paper text)", choices=WEIGHTINGS,
                             source=_BDUMDR + " Src/tevatron/src/tevatron/trainer.py compute_loss")
@@ -239,7 +245,9 @@ class Mined(Method):
     revision = 2
     description = "hard negatives mined (paper 004: ensemble candidates, selection, LLM FN filter, generation), " \
                   "uniform recipe; optional monolingual topic-diverse batches and loss weights"
-    presets = Uniform.presets
+    # tiny/small: the uniform recipe; paper: paper 004's Tevatron recipe of BGE-M3 (its Table 2 backbone), and
+    # 'tevatron-<backbone>' for the four backbones of Table 1 / Tables 15-16 (methods/mining/tevatron.py)
+    presets = {**Uniform.presets, "paper": TEVATRON_PRESETS["tevatron-bge-m3"], **TEVATRON_PRESETS}
     Options = MinedOptions
 
     def __init__(self) -> None:

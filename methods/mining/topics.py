@@ -15,6 +15,10 @@ Topics (``topics`` option):
   DBpedia-14 / Yahoo-10 models; needs the optional extra ``topics``, i.e. ``fasttext-wheel``).
   With several files the first whose top label has probability >= ``topic_threshold`` names the
   topic (the paper lets the Yahoo label take precedence, then DBpedia), else ``Others``;
+* ``fasttext12:<dbpedia model>,<yahoo model>``: paper 004's topics (App. B.4, Table 11): the DBpedia-14
+  and Yahoo-Answers-10 fastText classifiers label each row's first *positive* passage, and the two labels
+  are merged into the 12 MIRACL topics, the Yahoo label first, then the DBpedia one, else ``Others``
+  (:data:`MERGED_TOPICS`, xir_BDUMDR ``Src/domain_class/topic_classification.py``: no confidence cut);
 * ``kmeans`` (default): k-means clusters (faiss, seeded) of the query embeddings of a dense model,
   per language.  A documented substitute for the paper's classifiers: clusters are topics only
   in so far as the embedding groups queries by subject.
@@ -124,6 +128,65 @@ def fasttext_topics(texts: Sequence[str], files: Sequence[str | Path], threshold
     return out
 
 
+# fastText label ids of the two classifiers (``__label__<n>``; the order of the DBpedia-14 and Yahoo-Answers-10
+# datasets' classes, as xir_BDUMDR Src/domain_class/topic_classification.py reads them).
+DBPEDIA_14 = ("Company", "EducationalInstitution", "Artist", "Athlete", "OfficeHolder", "MeanOfTransportation",
+              "Building", "NaturalPlace", "Village", "Animal", "Plant", "Album", "Film", "WrittenWork")
+YAHOO_10 = ("Society & Culture", "Science & Mathematics", "Health", "Education & Reference", "Computers & Internet",
+            "Sports", "Business & Finance", "Entertainment & Music", "Family & Relationships",
+            "Politics & Government")
+# Paper 004 Table 11: the 12 MIRACL topics and the classifier labels merged into each (the released mapping;
+# Yahoo's Society & Culture and Family & Relationships map to none and fall to the DBpedia label).
+MERGED_TOPICS: dict[str, tuple[str, ...]] = {
+    "BL": ("WrittenWork",),
+    "SM": ("Science & Mathematics", "EducationalInstitution"),
+    "LH": ("Health", "Animal", "Plant"),
+    "JE": ("Education & Reference",),
+    "CI": ("Computers & Internet", "Company"),
+    "SP": ("Sports", "Athlete"),
+    "BF": ("Business & Finance", "OfficeHolder"),
+    "PG": ("Politics & Government",),
+    "TT": ("MeanOfTransportation",),
+    "AE": ("Entertainment & Music", "Artist", "Album", "Film"),
+    "GE": ("Building", "Village", "NaturalPlace"),
+    "OT": (),
+}
+
+
+def merged_topic(dbpedia: str, yahoo: str) -> str:
+    """The MIRACL topic (Table 11 code: BL, SM, ..., OT) of a DBpedia and a Yahoo label: the topic holding
+    the Yahoo label, else the one holding the DBpedia label, else OT."""
+    for label in (yahoo, dbpedia):
+        for topic, members in MERGED_TOPICS.items():
+            if label in members:
+                return topic
+    return "OT"
+
+
+def _fasttext_label(label: str, names: Sequence[str]) -> str:
+    raw = label.removeprefix("__label__")
+    try:
+        return names[int(raw) - 1]
+    except (ValueError, IndexError):
+        return raw          # a model whose labels are names
+
+
+def fasttext12_topics(texts: Sequence[str], dbpedia_file: str | Path, yahoo_file: str | Path) -> list[str]:
+    """Paper 004's 12 topics of ``texts`` (first positives) from the DBpedia-14 and Yahoo-10 classifiers."""
+    fasttext = fasttext_module()
+    models = []
+    for f in (dbpedia_file, yahoo_file):
+        if not Path(f).is_file():
+            raise ConfigError(f"fastText model {f} does not exist (paper 004 B.4: the DBpedia-14 and Yahoo-10 "
+                              "supervised models of fastText's text-classification examples)")
+        models.append(fasttext.load_model(str(f)))
+    clean = [" ".join(t.replace('"', "").split()) for t in texts]
+    (db_labels, _), (ya_labels, _) = (m.predict(clean, k=1) for m in models)
+    return [merged_topic(_fasttext_label(d[0], DBPEDIA_14) if len(d) else "",
+                         _fasttext_label(y[0], YAHOO_10) if len(y) else "") if text else "OT"
+            for text, d, y in zip(clean, db_labels, ya_labels)]
+
+
 def kmeans_topics(embeddings: np.ndarray, groups: Sequence[str], n_topics: int, seed: int = 0) -> list[str]:
     """``<group>/c<k>`` labels: k-means (faiss, seeded) within each group (language) of query embeddings;
     a group with fewer than ``2 * n_topics`` rows gets ``max(1, n // 2)`` clusters."""
@@ -163,4 +226,10 @@ def topic_labels(source: TrainingSource, languages: Sequence[str], option: Any =
         return _column(source.rows, arg, source.name, "topics")
     if kind == "fasttext" and arg:
         return fasttext_topics(queries, [p.strip() for p in arg.split(",") if p.strip()], threshold)
-    raise ConfigError(f"unknown topics spec {spec!r}; expected kmeans | column:<key> | fasttext:<file>[,<file>]")
+    if kind == "fasttext12" and arg:
+        files = [p.strip() for p in arg.split(",") if p.strip()]
+        if len(files) != 2:
+            raise ConfigError(f"topics {spec!r}: fasttext12 takes two models, <dbpedia model>,<yahoo model>")
+        return fasttext12_topics([r.pos[0] if r.pos else "" for r in source.rows], files[0], files[1])
+    raise ConfigError(f"unknown topics spec {spec!r}; expected kmeans | column:<key> | fasttext:<file>[,<file>] | "
+                      "fasttext12:<dbpedia model>,<yahoo model>")

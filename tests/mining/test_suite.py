@@ -15,9 +15,10 @@ from harness.method import get_method
 from methods.mining.plan import gpu_hours, mining_estimate
 
 
-@pytest.mark.parametrize("scale", ["tiny", "small", "paper"])
+@pytest.mark.parametrize("scale", ["tiny", "small", "paper", "paper-mbert", "paper-mdpr", "paper-me5", "paper-cos",
+                                   "paper-4x12"])
 def test_every_scale_validates(scale):
-    suite = load_validated("mining", scale, dry_run=scale == "paper")
+    suite = load_validated("mining", scale, dry_run=scale.startswith("paper"))
     ids = [v.id for v in suite.variants]
     assert {"naive", "shifted", "abs", "marginpos", "percpos", "percpos-filter", "percpos-generate",
             "batches-w085"} <= set(ids)
@@ -28,6 +29,12 @@ def test_paper_mining_estimate():
     suite = load_suite("mining")
     filt = suite.variant("percpos-filter")
     opts = get_method("mined").resolve_options({**filt.options, **filt.scales["paper"]["options"]})
+    # the default judge is GPT-4o behind an API (App. B.2, the released filter): calls, no GPU-hours
+    api = mining_estimate(opts, 40203, 100_000_000)
+    assert api["judge_calls"] == 40203 * 40 * 4 == 6_432_480 and api["judge_gpu_hours"] == 0
+    assert api["unknown_models"]
+    # §4.1's judge, Llama-3.1-70B-Instruct through vLLM
+    opts = {**opts, "judge": "vllm:meta-llama/Llama-3.1-70B-Instruct"}
     est = mining_estimate(opts, 40203, 100_000_000)
     assert est["judge_calls"] == 40203 * 40 * 4 == 6_432_480 and est["generation_calls"] == 0
     # 2 FLOPs/param/token: (560M + 568M) x (1e8 x 256 + 40203 x 64) tokens; 70.6B x 908 tokens per call
@@ -35,7 +42,7 @@ def test_paper_mining_estimate():
     assert est["encode_gpu_hours"] == pytest.approx(40.56, abs=0.01)
     assert est["judge_gpu_hours"] == pytest.approx(gpu_hours(2 * 70.6e9 * 6_432_480 * 908))
     assert est["judge_gpu_hours"] == pytest.approx(579.1, abs=0.1) and not est["unknown_models"]
-    spec = get_method("mined").spec("paper", method_options={**filt.options, **filt.scales["paper"]["options"]})
+    spec = get_method("mined").spec("paper", method_options=opts)
     (line,) = get_method("mined").plan_notes(spec)
     assert "6,432,480 judge calls ~579.1 GPU-h" in line and "encode ~40.6 GPU-h" in line
     assert get_method("mined").plan_notes(get_method("mined").spec("paper")) == []     # no sizes given
@@ -107,6 +114,10 @@ def test_mining_stats_columns_must_be_mined_variants(tmp_path):
     raw = yaml.safe_load(open(load_suite("mining").path, encoding="utf-8"))
     raw["table"]["layouts"]["table8"]["columns"] = ["baseline", "naive"]
     path = tmp_path / "mining.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match="variant 'baseline' does not mine"):
+        load_layout(load_suite(path), "tiny", "table8")
+    raw["variants"][0] = {"id": "baseline", "method": "uniform"}
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError, match="variant 'baseline' is trained by 'uniform'"):
         load_layout(load_suite(path), "tiny", "table8")

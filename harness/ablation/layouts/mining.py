@@ -91,6 +91,9 @@ class MiningStatsLayout(LayoutKind):
             if variant.method != "mined":
                 raise ConfigError(f"layout {layout.name!r}: variant {variant.id!r} is trained by {variant.method!r};"
                                   " a mining-stats column needs a 'mined' variant")
+            if variant.options.get("mine") is False:
+                raise ConfigError(f"layout {layout.name!r}: variant {variant.id!r} does not mine (mine: false); a "
+                                  "mining-stats column needs a variant that mines")
 
     def render(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
         variants = [c.benchmark for c in layout.columns]
