@@ -100,7 +100,8 @@ def test_table_suite_list_says_when_a_suite_has_no_layouts(capsys):
     out = capsys.readouterr().out
     assert "declares no table layouts" in out and "results/suites/quickstart/tiny/table.md" in out
     assert main(["table", "suite", "peg", "--list"]) == 0
-    assert capsys.readouterr().out.splitlines() == ["progressive (default)", "per-task", "reported"]
+    assert capsys.readouterr().out.splitlines() == ["progressive (default)", "table1", "table2", "table3", "table4",
+                                                    "per-task", "reported"]
 
 
 def test_tdro_paper_mkqa_benchmarks_load_per_language(shared_data, tmp_path, monkeypatch):

@@ -247,6 +247,8 @@ def test_dureader_release_layout(tmp_path):
     assert loaded.card.metrics == ("mrr@10", "success@1", "success@50") and loaded.card.complete
     sub = get_suite("dureader").load(tmp_path / "dr", gallery="sub200k", gallery_size=3, seed=0)
     assert len(sub.dataset.corpus) == 3 and {"p-md5-1", "p-md5-3", "p-md5-4"} == set(sub.dataset.corpus.ids)
+    assert "paper 002's own random subset is not public" in sub.card.notes and "seed 0" in sub.card.notes
+    assert "not public" not in loaded.card.notes
 
 
 def test_dureader_release_errors_name_file_and_line(tmp_path):
