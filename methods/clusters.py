@@ -86,6 +86,10 @@ SOURCED_PRESETS = {
 }
 _README = "OpenMatch/COCO-DR ANCE/README.md"
 _KMEANS = "OpenMatch/COCO-DR ANCE/drivers/run_ann_data_gen.py faiss.Kmeans(dim, 50, niter=500, nredo=5)"
+ANCE_WARMUPS = ("data", "bm25", "model")
+_WARMUP_NEGATIVES = ("OpenMatch/COCO-DR warmup/commands/run_bm25_warmup.sh (trains on triples.train.small.tsv: the "
+                     "collection's BM25 negatives, none re-mined)")
+KMEANS_METRICS = ("l2", "dot")
 
 
 @dataclass(frozen=True)
@@ -113,12 +117,22 @@ class ClusterDROOptions(BaseLossOptions):
                              bounds="[1, inf)", source="OpenMatch/COCO-DR ANCE/drivers/run_ann_data_gen.py (top 200)")
     ance_keep: int = option(30, doc="ANCE negatives kept per query, drawn at random from the candidates",
                             bounds="[1, inf)", source="OpenMatch/COCO-DR ANCE/drivers/run_ann_data_gen.py (30)")
-    ance_warmup: str = option("data", doc="negatives before the first ANCE episode: the collection's (data) or BM25",
-                              choices=("data", "bm25"),
+    ance_warmup: str = option("data", doc="negatives before the first ANCE episode: the collection's (data), BM25, "
+                                          "or mined with the starting model (model: the released episode 1 after "
+                                          "the BM25 warm-up stage)",
+                              choices=ANCE_WARMUPS,
                               source="harness default: the collection's negatives (the code warms up on BM25)")
+    kmeans_metric: str = option("l2", doc="K-means of the query clusters: faiss L2 (the code) or dot product "
+                                          "(spherical K-means, assignment by inner product: the paper)",
+                                choices=KMEANS_METRICS,
+                                source=_KMEANS + " (L2; paper 001 §4.2 says dot product: mode dot)")
     coco: dict[str, object] | None = option(None, doc="COCO pretraining first: {preset, train, options} "
                                                       "(the +COCO rows)",
                                             source="harness default: none (plain fine-tuning rows of paper 001)")
+    warmup: dict[str, object] | None = option(None, doc="BM25 warm-up stage first: {preset, train, options} of a "
+                                                        "dro-erm run on the collection's BM25 negatives (the "
+                                                        "released warmup/ stage); COCO, when set, runs before it",
+                                              source="harness default: none (no separate warm-up stage)")
 
 
 CLUSTER_OPTIONS = defaults(ClusterDROOptions)   # the plain defaults, for callers that read them as a dict
@@ -141,17 +155,24 @@ def triplet_losses(q: torch.Tensor, p: torch.Tensor, similarity: str = "dot", te
     return F.cross_entropy(scores, torch.zeros(len(q), dtype=torch.long, device=q.device), reduction="none")
 
 
-def kmeans_assign(x: np.ndarray, k: int, niter: int, nredo: int, seed: int) -> np.ndarray:
-    """Nearest-centroid (L2) cluster of each row after ``faiss.Kmeans``; one faiss thread for determinism."""
+def kmeans_assign(x: np.ndarray, k: int, niter: int, nredo: int, seed: int, metric: str = "l2") -> np.ndarray:
+    """Nearest-centroid cluster of each row after ``faiss.Kmeans``; one faiss thread for determinism.
+
+    ``metric`` ``l2``: L2 K-means and nearest centroid under L2 (the released code); ``dot``: spherical
+    K-means (unit-norm centroids, each row assigned to the centroid of largest inner product: faiss's
+    ``spherical`` clustering searches an inner-product index), the dot-product clustering paper 001 §4.2 names."""
     import faiss
 
+    if metric not in KMEANS_METRICS:
+        raise ConfigError(f"unknown K-means metric {metric!r}; choose one of {', '.join(KMEANS_METRICS)}")
     x = np.ascontiguousarray(x, dtype=np.float32)
     if k > len(x):
         raise ConfigError(f"cannot form k={k} query clusters from {len(x)} training queries; lower 'k'")
     threads = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(1)
     try:
-        km = faiss.Kmeans(x.shape[1], k, niter=niter, nredo=nredo, seed=seed, verbose=False)
+        km = faiss.Kmeans(x.shape[1], k, niter=niter, nredo=nredo, seed=seed, verbose=False,
+                          spherical=metric == "dot")
         km.train(x)
         _, labels = km.index.search(x, 1)
     finally:
@@ -195,20 +216,26 @@ class ClusterDRO(Method):
         clusters, negatives = self.schedules(spec)
         return sorted({*clusters, *negatives})
 
-    # ------------------------------------------------------------------ COCO first ("+COCO" rows)
+    # ------------------------------------------------------------------ COCO first ("+COCO" rows), warm-up
+    def _stage_option(self, spec: TrainSpec, name: str) -> Mapping[str, Any] | None:
+        value = self.resolve_options(dict(spec.method_options))[name]
+        if not value:
+            return None
+        if not isinstance(value, Mapping) or set(value) - set(COCO_KEYS):
+            given = sorted(value) if isinstance(value, Mapping) else type(value).__name__
+            raise ConfigError(f"method {self.name!r}: option {name} must be a mapping with keys "
+                              f"{', '.join(COCO_KEYS)}; got {given}")
+        return value
+
     def coco_spec(self, spec: TrainSpec) -> TrainSpec | None:
         """The COCO pretraining run this fine-tuning starts from (option ``coco``), or None.
 
         ``coco: {preset: tiny|small|paper, train: {TrainSpec overrides}, options: {corpora: [...], ...}}``;
-        the backbone and the seed are the fine-tuning run's."""
-        coco = self.resolve_options(dict(spec.method_options))["coco"]
-        if not coco:
+        the backbone and the seed are the fine-tuning run's unless ``train`` names a ``model`` (the paper's
+        COCO starts from Condenser, its fine-tuning baselines from coCondenser)."""
+        coco = self._stage_option(spec, "coco")
+        if coco is None:
             return None
-        if not isinstance(coco, Mapping) or set(coco) - set(COCO_KEYS):
-            given = sorted(coco) if isinstance(coco, Mapping) else type(coco).__name__
-            raise ConfigError(f"method {self.name!r}: option coco must be a mapping with keys "
-                              f"{', '.join(COCO_KEYS)}; got {given}")
-
         train = dict(coco.get("train") or {})
         # a smoke run's caps hold for the pretraining it starts from as well
         limits = {"limits": spec.limits} if spec.limits else {}
@@ -216,10 +243,48 @@ class ClusterDRO(Method):
                                                               "method_options": dict(coco.get("options") or {}),
                                                               **limits})
 
+    def warmup_spec(self, spec: TrainSpec) -> TrainSpec | None:
+        """The BM25 warm-up run this fine-tuning starts from (option ``warmup``), or None.
+
+        ``warmup: {preset, train, options}``: a ``dro-erm`` run (uniform loss, the same per-sample loss) on the
+        collection's own negatives (BM25: no ANCE refresh), from the fine-tuning's backbone and seed; the
+        fine-tuning's ``coco`` option moves into it, so COCO, warm-up and fine-tuning run in that order."""
+        warm = self._stage_option(spec, "warmup")
+        if warm is None:
+            return None
+        from methods.dro_erm import DroERM
+
+        own = dict(spec.method_options)
+        options = {**{k: own[k] for k in ("coco", "loss") if k in own}, "ance_refresh_steps": 0, "ance_warmup": "data",
+                   **dict(warm.get("options") or {})}
+        limits = {"limits": spec.limits} if spec.limits else {}
+        return DroERM.spec(str(warm.get("preset", "tiny")), **{"model": spec.model, "seed": spec.seed,
+                                                               **dict(warm.get("train") or {}),
+                                                               "method_options": options, **limits})
+
+    @staticmethod
+    def _given_sources(option: str, given: Mapping[str, Any] | None) -> dict[str, str]:
+        """Stage settings the suite's option sets: their source is that option (``--dry-run`` shows it)."""
+        if not given:
+            return {}
+        out = {f: f"the suite's {option} option (train.{f})" for f in dict(given.get("train") or {})}
+        out.update({f"options.{f}": f"the suite's {option} option (options.{f})"
+                    for f in dict(given.get("options") or {})})
+        if "preset" in given:
+            out.update({"preset": f"the suite's {option} option (preset)"})
+        return out
+
     def stages(self, spec: TrainSpec) -> list[Stage | DataStage]:
-        """COCO pretraining first when ``coco`` is set: fine-tuning starts from its model."""
+        """The BM25 warm-up when ``warmup`` is set (it runs COCO first when ``coco`` is set), else COCO
+        pretraining when ``coco`` is set: fine-tuning starts from that stage's model."""
+        warm = self.warmup_spec(spec)
+        if warm is not None:
+            sources = {f"options.{name}": _WARMUP_NEGATIVES for name in ("ance_refresh_steps", "ance_warmup")}
+            sources.update(self._given_sources("warmup", self._stage_option(spec, "warmup")))
+            return [Stage("warmup", "BM25 warm-up (dro-erm)", "dro-erm", warm, starts_from=True, sources=sources)]
         coco = self.coco_spec(spec)
-        return [] if coco is None else [Stage("coco", "COCO pretraining (coco)", "coco", coco, starts_from=True)]
+        return [] if coco is None else [Stage("coco", "COCO pretraining (coco)", "coco", coco, starts_from=True,
+                                              sources=self._given_sources("coco", self._stage_option(spec, "coco")))]
 
     def configure(self, ctx: TrainContext) -> None:
         opts = ctx.options
@@ -238,8 +303,10 @@ class ClusterDRO(Method):
         self.device = ctx.device
         self.negatives: AnceNegatives | None = None
         if int(opts["ance_refresh_steps"]) > 0:
+            warmup = str(opts["ance_warmup"])
             self.negatives = AnceNegatives(ctx.data, depth=int(opts["ance_depth"]), keep=int(opts["ance_keep"]),
-                                           warmup=str(opts["ance_warmup"]), seed=ctx.spec.seed)
+                                           warmup="data" if warmup == "model" else warmup, seed=ctx.spec.seed)
+            self.mine_first = warmup == "model"
         self.cluster_steps, self.negative_steps = (set(s) for s in self.schedules(ctx.spec))
         self.trace: dict[str, list[np.ndarray]] = {key: [] for key in TRACE_KEYS}
         self.init_weights(ctx)
@@ -263,7 +330,7 @@ class ClusterDRO(Method):
     # ------------------------------------------------------------------ episodes: clusters
     def run_episode(self, ctx: TrainContext, directory: Path) -> None:
         if self.negatives is not None and ctx.step in self.negative_steps:
-            if ctx.step == 0:
+            if ctx.step == 0 and not getattr(self, "mine_first", False):
                 self.negatives.warmup(ctx, directory)
             else:
                 self.negatives.refresh(ctx, directory)
@@ -276,7 +343,7 @@ class ClusterDRO(Method):
         emb = encode_texts(ctx, queries, ctx.spec.query_max_length).numpy()
         opts = ctx.options
         self.assignment = kmeans_assign(emb, self.k, int(opts["niter"]), int(opts["nredo"]),
-                                        seed=ctx.spec.seed * 1000 + ctx.step)
+                                        seed=ctx.spec.seed * 1000 + ctx.step, metric=str(opts["kmeans_metric"]))
         self.episodes += 1
         if ctx.rank == 0:
             np.save(directory / "clusters.npy", self.assignment)

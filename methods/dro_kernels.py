@@ -15,7 +15,7 @@ import torch
 
 from harness.errors import ConfigError
 
-IDRO_MODES = ("code", "paper")
+IDRO_MODES = ("code", "paper", "paper-appendix")
 NORM_EPS = 1e-12            # iDROLoss: G / (||G|| + 1e-12)
 
 
@@ -55,6 +55,10 @@ def idro_step(prev_weights: torch.Tensor, cluster_losses: torch.Tensor, cluster_
     ``r_ij = (l_i l_j)^beta G_i . G_j`` (``tau`` required; computed as a softmax of logs, so
     tau -> 0 gives the one-hot limit), and the loss ``sum_i alpha_i w_i l_i`` with the *new*
     weights and ``alpha = l^beta / sum l^beta``.  ``rho``, ``ema``, ``eps`` are unused there.
+
+    ``mode="paper-appendix"``: as ``paper`` but with paper 001 Appendix E's ``r_ij = alpha_i alpha_j G_i . G_j``
+    (the normalised alpha) instead of Eq. 10's ``(l_i l_j)^beta G_i . G_j``: the same update as ``paper`` at
+    ``tau * (sum_i l_i^beta)^2``.
     """
     if mode not in IDRO_MODES:
         raise ConfigError(f"unknown iDRO mode {mode!r}; choose one of {', '.join(IDRO_MODES)}")
@@ -82,9 +86,10 @@ def idro_step(prev_weights: torch.Tensor, cluster_losses: torch.Tensor, cluster_
         return loss, h
     if tau is None or tau <= 0:
         raise ConfigError(f"iDRO paper mode needs a temperature tau > 0, got {tau!r}")
-    r = torch.outer(powered, powered) * (grads @ grads.T)
-    w = torch.softmax(torch.log(prev) + r.sum(dim=1) / tau, dim=0)
     alpha = powered / powered.sum().clamp(min=torch.finfo(dtype).tiny)
+    factor = alpha if mode == "paper-appendix" else powered
+    r = torch.outer(factor, factor) * (grads @ grads.T)
+    w = torch.softmax(torch.log(prev) + r.sum(dim=1) / tau, dim=0)
     loss = ((alpha * w).to(losses.dtype) * losses).sum()
     return loss, w
 

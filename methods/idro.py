@@ -22,7 +22,8 @@ weights can differ across ranks (as in the released code; each rank checkpoints 
 The weights carry over a re-clustering, as in the released run (cluster indices are not
 matched across episodes).
 
-Options (besides the clustering ones of :mod:`methods.clusters`): ``mode`` (``code``/``paper``),
+Options (besides the clustering ones of :mod:`methods.clusters`): ``mode`` (``code``/``paper``/
+``paper-appendix``: Eq. 10's or Appendix E's r_ij),
 ``beta`` 0.25, ``rho`` 0.05, ``ema`` 0.1, ``eps`` 0.01, ``tau`` (paper mode; required there:
 about 1000 matches the code's update for K = 50, METHODS.md 2.2), ``cluster_grads`` (``auto``: one
 partial backward for every cluster when the per-sample loss separates, :mod:`methods.dro_grads`;
@@ -56,7 +57,8 @@ class IDROOptions(ClusterDROOptions):
     """iDRO's options: the clustering ones and the weight update's constants."""
 
     mode: str = option("code", doc="weight update as released (code: cosines, previous weights in the loss) or as "
-                                   "the paper writes it (paper: raw gradients, 1/tau)", choices=IDRO_MODES,
+                                   "the paper writes it (paper: Eq. 10, raw gradients, 1/tau; paper-appendix: "
+                                   "Appendix E's r_ij with the normalised alpha)", choices=IDRO_MODES,
                        source="METHODS.md 2.2 choice: the released code is what produced the paper's numbers")
     beta: float = option(0.25, doc="loss power: r_ij = (l_i l_j)^beta * gradient similarity",
                          source="paper 001 (beta 0.25) / OpenMatch/COCO-DR ANCE/README.md (alpha 0.25)")
@@ -94,7 +96,7 @@ class IDRO(ClusterDRO):
     Options = IDROOptions
 
     def init_weights(self, ctx: TrainContext) -> None:
-        if ctx.options["mode"] == "paper" and not (ctx.options["tau"] and float(ctx.options["tau"]) > 0):
+        if ctx.options["mode"] != "code" and not (ctx.options["tau"] and float(ctx.options["tau"]) > 0):
             raise ConfigError("method 'idro': mode paper needs a temperature tau > 0 (option tau)")
         self.params = self.cluster_params(ctx)
         # One partial backward for all clusters when the loss separates per sample (methods.dro_grads).

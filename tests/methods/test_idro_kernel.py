@@ -100,3 +100,18 @@ def test_bad_inputs():
         idro_step(torch.ones(3), losses(), GRADS[:2], PRESENT)
     with pytest.raises(ConfigError, match="prev_weights must be a vector of 3 entries"):
         idro_step(torch.ones(2), losses(), GRADS, PRESENT)
+
+
+def test_paper_appendix_mode_uses_normalised_alpha():
+    """Paper 001 Appendix E: r_ij = alpha_i alpha_j G_i.G_j with alpha = l^beta / sum l^beta = (1/6, 1/3, 1/2).
+    By hand: G Gᵀ = [[1,0,1],[0,1,1],[1,1,2]], row sums of r = (1/9, 5/18, 3/4); tau = 0.1 gives
+    softmax(10 * (1/9, 5/18, 3/4)) = (0.001663, 0.008802, 0.989535) and the loss sum alpha w l = 40.1234."""
+    uniform = torch.full((3,), 1 / 3, dtype=torch.float64)
+    loss, w = idro_step(uniform, losses(), GRADS, PRESENT, mode="paper-appendix", tau=0.1)
+    assert w.tolist() == pytest.approx([0.001663, 0.008802, 0.989535], abs=1e-6)
+    assert float(loss.detach()) == pytest.approx(40.123397, abs=1e-5)
+    # the same update as Eq. 10's paper mode at tau * (sum l^beta)^2 = tau * 36
+    _, w_eq10 = idro_step(uniform, losses(), GRADS, PRESENT, mode="paper", tau=3.6)
+    assert w.tolist() == pytest.approx(w_eq10.tolist(), abs=1e-12)
+    with pytest.raises(ConfigError):
+        idro_step(uniform, losses(), GRADS, PRESENT, mode="paper-appendix")
