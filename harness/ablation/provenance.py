@@ -107,7 +107,8 @@ def system_settings(suite: AblationSuite, system: System, scale: str) -> dict[st
         for key, cap in cfg.limits.items():      # a smoke scale's caps: the capped values come from its limits
             if out.get(f"train.{key}") is not None and out[f"train.{key}"].value == cap:
                 add(f"train.{key}", cap, suite.source(("scales", scale, "limits", key)))
-        option_layers = [(where + ("options",), variant.options), (at_scale + ("options",), own.get("options") or {})]
+        option_layers = [(("scales", scale, "train", "method_options"), dict(cfg.train.get("method_options") or {})),
+                         (where + ("options",), variant.options), (at_scale + ("options",), own.get("options") or {})]
         preset_options = dict(preset.get("method_options") or {})
         options = {**method.default_options, **spec.method_options}
         for name, value in options.items():

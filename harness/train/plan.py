@@ -59,6 +59,9 @@ KNOWN_CONFIGS: dict[str, dict[str, Any]] = {
     # BERT-base with coCondenser pretraining (COCO-DR Base's initialisation) and BERT-large (paper 001).
     "Luyu/co-condenser-marco": {"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12,
                                 "intermediate_size": 3072, "num_attention_heads": 12, "vocab_size": 30522},
+    # Condenser (Gao and Callan 2021; BERT-base): paper 001's COCO initialisation.
+    "Luyu/condenser": {"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12,
+                       "intermediate_size": 3072, "num_attention_heads": 12, "vocab_size": 30522},
     "bert-base-uncased": {"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12,
                           "intermediate_size": 3072, "num_attention_heads": 12, "vocab_size": 30522},
     "bert-large-uncased": {"model_type": "bert", "hidden_size": 1024, "num_hidden_layers": 24,

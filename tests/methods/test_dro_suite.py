@@ -28,27 +28,53 @@ def test_rows_cells_and_one_shared_coco_run(scale):
     assert opts["coco-greedy"]["variant"] == "greedy" and opts["coco-groupdro"]["variant"] == "sagawa"
     assert opts["coco-idro-paper"]["mode"] == "paper" and opts["coco-idro"]["mode"] == "code"
     assert all(opts[v]["ance_refresh_steps"] > 0 for v in ROWS)                 # ANCE episodes in every row
-    deps = {}
+    deps, warmups = {}, {}
+    paper = scale in ("paper", "paper-large")
     for v in ROWS:
         planned = get_method(methods[v]).stages(cells[v].spec)
+        if paper:            # the released pipeline: every row warms up on BM25 negatives; +COCO rows pretrain first
+            (warm,) = planned
+            assert warm.method == "dro-erm" and warm.starts_from
+            warmups[v] = content_key(train_run_config(warm.method, warm.spec, cells[v].data_fingerprint))
+            planned = get_method("dro-erm").stages(warm.spec)
         assert (len(planned) == 1) == (v in COCO_ROWS)
         if planned:
             dep = planned[0]
-            assert dep.method == "coco" and dep.spec.model == cells[v].spec.model
+            assert dep.method == "coco"
+            if not paper:
+                assert dep.spec.model == cells[v].spec.model
             deps[v] = content_key(train_run_config(dep.method, dep.spec, cells[v].data_fingerprint))
     assert len(set(deps.values())) == 1                                         # one COCO run for every +COCO row
+    if paper:            # two warm-ups: from COCO (the +COCO rows) and from the scale's model (the others)
+        assert len({warmups[v] for v in COCO_ROWS}) == 1 and len(set(warmups.values())) == 2
     # Without COCO the rows differ only in the reweighting: same recipe, same clusters, same negatives.
     base, idro = cells["baseline"].spec, cells["idro"].spec
     assert {k: v for k, v in vars(base).items() if k != "method_options"} == \
         {k: v for k, v in vars(idro).items() if k != "method_options"}
-    assert {k: v for k, v in opts["idro"].items() if k != "mode"} == opts["baseline"]
-    if scale in ("paper", "paper-large"):
+    assert {k: v for k, v in opts["idro"].items() if k not in ("mode", "cluster_grads")} == opts["baseline"]
+    if paper:
+        large = scale == "paper-large"
         spec = cells["coco-idro"].spec
-        assert (spec.lr, spec.batch_size, spec.similarity, spec.temperature, spec.pooling) == (
-            5e-6, 512, "dot", 1.0, "cls")
+        # paper 001 §5.1 / ANCE/README.md: lr 5e-6, 64 (base) / 32 (large, the code) queries per GPU on 8 GPUs,
+        # three episodes of 45k / 30k steps, top-200 / 30 negatives, [CLS] dot product without temperature
+        assert (spec.lr, spec.batch_size, spec.steps, spec.similarity, spec.temperature, spec.pooling) == (
+            5e-6, 256 if large else 512, 90000 if large else 135000, "dot", 1.0, "cls")
+        assert (spec.query_max_length, spec.doc_max_length, spec.n_hard_negatives) == (64, 256, 1)
+        assert opts["coco-idro"]["ance_refresh_steps"] == (30000 if large else 45000)
+        assert (opts["coco-idro"]["ance_depth"], opts["coco-idro"]["ance_keep"]) == (200, 30)
+        assert opts["coco-idro"]["ance_warmup"] == "model"
         assert opts["coco-idro"]["k"] == 50 and get_method("idro").default_options["beta"] == 0.25
-        coco = get_method("idro").stages(spec)[0].spec
-        assert (coco.lr, coco.batch_size, coco.doc_max_length) == (1e-4 if scale == "paper" else 5e-5, 2048, 128)
+        (warm,) = get_method("idro").stages(spec)
+        # warmup/README.md: lr 2e-4 / 5e-5, 256 / 64 queries per GPU, 1000 / 5000 warm-up steps, 128 tokens
+        assert (warm.spec.lr, warm.spec.batch_size, warm.spec.warmup_steps, warm.spec.doc_max_length) == (
+            (5e-5, 512, 5000, 128) if large else (2e-4, 2048, 1000, 128))
+        assert dict(warm.spec.method_options)["ance_refresh_steps"] == 0
+        (coco,) = get_method("dro-erm").stages(warm.spec)
+        # paper 001 §5.1 / COCO/README.md: lr 1e-4 / 1e-5, 200 / 100 spans per GPU on 8 GPUs, ~200k steps,
+        # from Condenser (no BERT-large Condenser is public)
+        assert (coco.spec.lr, coco.spec.batch_size, coco.spec.steps, coco.spec.doc_max_length, coco.spec.model) == (
+            (1e-5, 800, 200000, 128, "bert-large-uncased") if large else (1e-4, 1600, 200000, 128, "Luyu/condenser"))
+        assert cells["coco-idro"].spec.model == ("bert-large-uncased" if large else "Luyu/co-condenser-marco")
 
 
 def gpu_hours(out: str) -> float:
@@ -60,18 +86,21 @@ def test_paper_dry_runs_print_the_plan_with_gpu_hours(tmp_path, capsys, monkeypa
     monkeypatch.delenv("HARNESS_COCODR_EVAL", raising=False)
     assert main(["run", "coco_dr", "--scale", "paper", "--dry-run", "--results-root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "7 training cells x 13 benchmarks" in out and "{cocodr_data}" in out
+    assert "7 training cells x 30 benchmarks" in out and "{cocodr_data}" in out
     lines = out.splitlines()
     coco = [line for line in lines if "<- COCO pretraining (coco): method=coco" in line]
-    assert len(coco) == 1 and "steps=129000 batch=2048" in coco[0] and "lr=0.0001" in coco[0] and "GPU-h" in coco[0]
+    assert len(coco) == 1 and "steps=200000 batch=1600" in coco[0] and "lr=0.0001" in coco[0] and "GPU-h" in coco[0]
     assert sum("<- COCO pretraining (coco): key=" in line and "shared with" in line for line in lines) == 4
+    warm = [line for line in lines if "<- BM25 warm-up (dro-erm): method=dro-erm" in line]
+    assert len(warm) == 2 and all("steps=51270 batch=2048" in w and "GPU-h" in w for w in warm)
     baseline = next(line for line in lines if line.strip().startswith("baseline "))
-    assert "model=Luyu/co-condenser-marco steps=45000 batch=512" in baseline and "GPU-h" in baseline
+    assert "model=Luyu/co-condenser-marco steps=135000 batch=512" in baseline and "GPU-h" in baseline
+    assert "checkpoints=45000,90000" in baseline and "lengths=64/256" in baseline
     base = gpu_hours(out)
-    assert 60 < base < 250
+    assert 100 < base < 400
     assert main(["run", "coco_dr", "--scale", "paper-large", "--dry-run", "--results-root", str(tmp_path)]) == 0
     large = capsys.readouterr().out
-    assert "model=bert-large-uncased" in large and 2.5 * base < gpu_hours(large) < 4.5 * base
+    assert "model=bert-large-uncased" in large and 1.3 * base < gpu_hours(large) < 2.5 * base
     assert not list(tmp_path.iterdir())                                         # a dry run writes nothing
 
 
@@ -150,3 +179,21 @@ def test_tiny_suite_planted_effects(request, capsys):
         print("latin_synonyms nDCG@10 delta vs baseline:",
               {label: round(r.cells["latin_synonyms/ndcg@10"].delta or 0.0, 4) for label, r in rows.items()
                if r.kind != "baseline"})
+
+
+@pytest.mark.parametrize("scale", ["paper", "paper-large"])
+def test_paper_scales_pass_strict_provenance(scale):
+    """Every setting of every cell and stage at the paper scales has a source; a scale's own
+    ``train.method_options`` are that suite line's (not the method's default)."""
+    from harness.ablation.provenance import resolved_settings, strict_provenance_problems
+
+    suite = load_suite("coco_dr")
+    settings = resolved_settings(suite, scale)
+    assert strict_provenance_problems(settings) == []
+    refresh = next(s for s in settings if s.system == "idro" and s.stage is None
+                   and s.name == "options.ance_refresh_steps")
+    assert refresh.value == (30000 if scale == "paper-large" else 45000)
+    assert refresh.source.startswith("coco_dr.yaml:") and refresh.kind == "suite"
+    warm = [s for s in settings if s.stage == "BM25 warm-up (dro-erm)" and s.name == "train.lr"]
+    assert {s.value for s in warm} == {5e-5 if scale == "paper-large" else 2e-4}
+    assert all(s.source == "the suite's warmup option (train.lr)" for s in warm)
