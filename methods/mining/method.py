@@ -123,7 +123,7 @@ class MinedOptions(BaseLossOptions):
                     source=_P + " pipeline (40 -> filter -> 30; METHODS.md 5.2)")
     shift: int = option(10, doc="shifted strategies: ranks dropped before the pool", bounds="[0, inf)",
                         source=_P + " (Top-K shifted, best N = 10)")
-    window: int | None = option(None, doc="shifted_random: draw from ranks shift+1..window (null: no window)",
+    window: int | None = option(None, doc="shifted_random(_after): draw from ranks shift+1..window (null: no window)",
                                 source="harness default: none (FlagEmbedding's range_for_sampling when set)")
     threshold: float = option(0.6, doc="abs strategy: keep candidates scoring <= threshold", unit="cosine",
                               source=_P + " (TopK-Abs, best 0.6)")

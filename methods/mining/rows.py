@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -50,7 +51,14 @@ from harness.retrieval.pool import CandidatePool
 from methods.mining.fill import GeneratedFill, Generation, fill_pools, generation_report
 from methods.mining.judge import JudgeStats
 from methods.mining.judge_filter import JudgeFilter, RowJudgement, filter_report, filter_stats, judge_rows, judge_set
-from methods.mining.selection import POSITIVE_RELATIVE, STRATEGIES, positive_threshold, select
+from methods.mining.selection import (
+    POSITIVE_RELATIVE,
+    STRATEGIES,
+    hn_top_up,
+    positive_threshold,
+    raw_positive_ranks,
+    select,
+)
 
 RULES = ("positive", "judge", "shift", "window", "threshold", "pool_size")
 PARTS_CONFIG = "config.json"
@@ -142,9 +150,11 @@ def _bound(settings: MiningSettings, pos_scores: np.ndarray) -> float | None:
 
 def _mine_chunk(chunk, rows, known, positives, corpus_text, pool, settings, source_names,
                 flt: JudgeFilter | None = None,
-                generation: Generation | None = None) -> tuple[list[str], list[str], list[dict], dict]:
+                generation: Generation | None = None,
+                corpus_order: Sequence[str] = ()) -> tuple[list[str], list[str], list[dict], dict]:
     idx = [int(q[3:]) for q in chunk.query_ids]
-    need_pos = settings.strategy in POSITIVE_RELATIVE or pool.scores_are_cosines
+    hn_mine = settings.strategy == "shifted_random"      # FlagEmbedding's rule: raw ranks count the positives
+    need_pos = settings.strategy in POSITIVE_RELATIVE or pool.scores_are_cosines or hn_mine
     pos_scores = pool.pair_scores(Queries([f"row{i}" for i in idx], [rows[i].query for i in idx]),
                                   [known[i] for i in idx]) if need_pos else [np.zeros(0)] * len(idx)
     pools = [chunk.pool(j) for j in range(len(idx))]
@@ -156,10 +166,25 @@ def _mine_chunk(chunk, rows, known, positives, corpus_text, pool, settings, sour
                     for j, (_, sc, _) in enumerate(pools)]
         judged[:], jstats = judge_rows(flt, [rows[i].query for i in idx], [rows[i].pos for i in idx], texts,
                                        to_judge, idx, settings.seed)
-    picks, sels = [], []
+    picks, sels, topped = [], [], []
     for j, i in enumerate(idx):
         docs, scores, src = pools[j]
         rj = judged[j]
+        if hn_mine:
+            # the window on raw ranks (the removed positives hold theirs), then the query's own text and the
+            # judged false negatives dropped inside it; a short pool is topped up from the corpus below
+            rng = random.Random(_row_seed(settings.seed, i, rows[i].query))
+            query_text = [r for r in range(len(docs)) if corpus_text[str(docs[r])] == rows[i].query]
+            dropped = sorted(set(query_text) | (rj.dropped if rj is not None else set()))
+            sel = select(np.asarray(scores), pos_scores[j], settings.strategy, settings.k, shift=settings.shift,
+                         window=settings.window, seed=rng, exclude=dropped,
+                         positive_ranks=raw_positive_ranks(scores, pos_scores[j], int(chunk.positives_removed[j])))
+            if query_text:
+                sel.removed["positive"] = sel.removed.get("positive", 0) + len(query_text)
+            picks.append(list(sel.indices))
+            sels.append(sel)
+            topped.append(rng)
+            continue
         keep = [r for r in range(len(docs)) if rj is None or r not in rj.dropped]
         sel = select(np.asarray(scores)[keep], pos_scores[j], settings.strategy, settings.k, shift=settings.shift,
                      threshold=settings.threshold, margin=settings.margin, percent=settings.percent,
@@ -175,6 +200,11 @@ def _mine_chunk(chunk, rows, known, positives, corpus_text, pool, settings, sour
         docs, scores, src = pools[j]
         rj, sel, picked, gen = judged[j], sels[j], picks[j], generated[j]
         negatives = [corpus_text[str(docs[r])] for r in picked] + (gen.texts if gen is not None else [])
+        top_up: list[str] = []
+        if hn_mine and len(negatives) < settings.k:
+            # FlagEmbedding's top-up: random corpus passages that are not the row's positives
+            top_up = hn_top_up(negatives, settings.k, corpus_order, known[i], topped[j])[len(negatives):]
+            negatives += top_up
         out_rows.append(_row_json(rows[i], negatives))
         votes: dict[int, tuple[list[int], int]] = {}
         if rj is not None:
@@ -188,7 +218,8 @@ def _mine_chunk(chunk, rows, known, positives, corpus_text, pool, settings, sour
                 "negatives": [{"doc_id": str(docs[r]), "rank": int(r) + 1, "score": _float(scores[r]),
                                "scores": dict(zip(source_names, (_float(v) for v in src[r]))), **origin,
                                **({"votes": votes[r][0], "label": votes[r][1]} if r in votes else {})}
-                              for r in picked] + (gen.provenance if gen is not None else [])}
+                              for r in picked] + (gen.provenance if gen is not None else [])
+                             + [{"doc_id": passage_id(t), "origin": "random"} for t in top_up]}
         if rj is not None:   # every vote, kept or not
             prov["judge"] = {"positive": rj.positive,
                              "judged": [{"doc_id": str(docs[r]), "rank": int(r) + 1, "votes": v, "label": lab,
@@ -260,6 +291,8 @@ def mine_rows(rows: Sequence[TrainingRow], pool_factory: Callable[[Corpus], Cand
             shutil.rmtree(parts)                    # parts of other settings: ours, stale
     atomic_write_json(parts / PARTS_CONFIG, config)
     corpus_text = dict(zip(corpus.ids, corpus.passages()))
+    # shifted_random's top-up draws from the corpus in its order (FlagEmbedding: its list of distinct texts)
+    corpus_order = list(corpus_text.values()) if settings.strategy == "shifted_random" else []
     names = [s.name for s in pool.sources]
     from tqdm import tqdm
 
@@ -273,7 +306,7 @@ def mine_rows(rows: Sequence[TrainingRow], pool_factory: Callable[[Corpus], Cand
             part = json.loads(done.read_text(encoding="utf-8"))
         else:
             mined, prov, stats, judging = _mine_chunk(chunk, rows, known, positives, corpus_text, pool, settings,
-                                                      names, judge_filter, generation)
+                                                      names, judge_filter, generation, corpus_order)
             part = {"rows": mined, "provenance": prov, "stats": stats, "judge": judging}
             atomic_write_json(done, part, indent=None)
         all_stats.extend(part["stats"])

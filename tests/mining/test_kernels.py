@@ -40,17 +40,17 @@ def test_m1_naive_and_shifted():
     assert select_negatives(C, POS, "shifted", 4, shift=12) == [12, 13]  # past the end: fewer than k
 
 
-def test_shifted_random_window_is_seeded_and_inside_the_window():
-    a = select_negatives(C, POS, "shifted_random", 4, shift=2, window=12, seed=7)
-    assert a == select_negatives(C, POS, "shifted_random", 4, shift=2, window=12, seed=7)
+def test_shifted_random_after_window_is_seeded_and_inside_the_window():
+    a = select_negatives(C, POS, "shifted_random_after", 4, shift=2, window=12, seed=7)
+    assert a == select_negatives(C, POS, "shifted_random_after", 4, shift=2, window=12, seed=7)
     assert len(a) == 4 and len(set(a)) == 4 and all(2 <= i < 12 for i in a) and a == sorted(a)
-    draws = {tuple(select_negatives(C, POS, "shifted_random", 4, shift=2, window=12, seed=s)) for s in range(20)}
+    draws = {tuple(select_negatives(C, POS, "shifted_random_after", 4, shift=2, window=12, seed=s)) for s in range(20)}
     assert len(draws) > 10                                 # the seed matters
     # a window no larger than k is the consecutive shifted selection
-    assert select_negatives(C, POS, "shifted_random", 4, shift=2, window=6, seed=3) == [2, 3, 4, 5]
+    assert select_negatives(C, POS, "shifted_random_after", 4, shift=2, window=6, seed=3) == [2, 3, 4, 5]
     counts = np.zeros(len(C))
     for s in range(2000):
-        counts[select_negatives(C, POS, "shifted_random", 2, shift=4, seed=s)] += 1
+        counts[select_negatives(C, POS, "shifted_random_after", 2, shift=4, seed=s)] += 1
     assert counts[:4].sum() == 0 and counts[4:].min() > 0.8 * 2000 * 2 / 10   # uniform over ranks 5..14
 
 
