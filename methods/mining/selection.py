@@ -185,9 +185,9 @@ def select(candidate_scores, positive_scores, strategy: str, k: int, *, shift: i
         stop = n if window is None else min(int(window), n)
         if isinstance(seed, random.Random):
             raise ConfigError("shifted_random_after draws with numpy: give an integer seed or a numpy Generator")
-        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(_check_int("seed", seed, 0))
+        gen = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(_check_int("seed", seed, 0))
         span = max(0, stop - start)
-        draw = sorted(int(i) + start for i in rng.choice(span, size=min(k, span), replace=False)) if span else []
+        draw = sorted(int(i) + start for i in gen.choice(span, size=min(k, span), replace=False)) if span else []
         return Selection(draw, None, {"shift": start, "window": n - stop, "pool_size": span - len(draw)})
     if strategy == "abs":
         bound = _check_float("threshold", threshold)
