@@ -86,7 +86,7 @@ def test_paper_dry_runs_print_the_plan_with_gpu_hours(tmp_path, capsys, monkeypa
     monkeypatch.delenv("HARNESS_COCODR_EVAL", raising=False)
     assert main(["run", "coco_dr", "--scale", "paper", "--dry-run", "--results-root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "7 training cells x 30 benchmarks" in out and "{cocodr_data}" in out
+    assert "7 training cells x 31 benchmarks" in out and "{cocodr_data}" in out
     lines = out.splitlines()
     coco = [line for line in lines if "<- COCO pretraining (coco): method=coco" in line]
     assert len(coco) == 1 and "steps=200000 batch=1600" in coco[0] and "lr=0.0001" in coco[0] and "GPU-h" in coco[0]
