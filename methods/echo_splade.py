@@ -10,6 +10,7 @@ Public kernels (tensors in and out; tests pin them, oracle S4):
   defaults are those of the echo-embeddings code (:mod:`harness.encoders.echo_inputs`, re-exported here);
 * the pooling is :func:`methods.splade.splade_pool` over the pooling mask; losses, FLOPS/L1 and the
   lambda warm-up are the ``splade`` method's (:class:`EchoSplade` subclasses :class:`methods.splade.Splade`);
+  every preset trains with paper 003's in-batch negatives only (``candidates: paper``, no mined negatives);
 * :func:`top_terms_in_text` / :func:`term_share_summary`: the interpretability check the paper argues
   about, the share of a text's top-20 weighted vocabulary terms that occur in the text.
 
@@ -36,7 +37,8 @@ Public kernels (tensors in and out; tests pin them, oracle S4):
 
 Options (``TrainSpec.method_options``; defaults in brackets): those of ``splade`` -- ``pooling`` [max],
 ``regularizer`` [flops], ``lambda_q`` [3e-4], ``lambda_d`` [1e-4], ``lambda_warmup_steps`` [50000],
-``lambda_schedule`` [splade] -- and ``echo`` [true], ``include_eos`` [false], ``query_template`` /
+``lambda_schedule`` [splade], ``candidates`` [official; every preset here: paper]
+-- and ``echo`` [true], ``include_eos`` [false], ``query_template`` /
 ``doc_template`` [null: the mode's defaults, ``ECHO_TEMPLATES`` / ``PLAIN_TEMPLATES``], ``query_prompt``
 [""; fills ``%%prompt%%`` and selects the instructed query template], ``quantization`` [null | 4bit],
 ``interpretability_texts`` [64], ``interpretability_k`` [20], ``eval_top_k`` [null: keep every term; else the
@@ -232,7 +234,8 @@ _PAPER = {
 _SMALL = {
     **_PAPER, "model": "smollm2", "query_max_length": 32, "doc_max_length": 64, "batch_size": 8, "steps": 50,
     "warmup_steps": 5, "lr": 1e-4, "precision": "fp32", "gradient_checkpointing": False, "save_every": 10,
-    "lora": {**_LORA_PAPER, "r": 16, "alpha": 32}, "method_options": {"lambda_warmup_steps": 25, "eval_top_k": 256},
+    "lora": {**_LORA_PAPER, "r": 16, "alpha": 32}, "method_options": {"lambda_warmup_steps": 25, "eval_top_k": 256,
+                                                                       "candidates": "paper"},
 }
 # Seconds on CPU: the default synthetic world's tiny decoder with its LM head untied (alias
 # tiny-decoder-untied), so the frozen-head comparison means at tiny scale what it means for Mistral.
@@ -240,7 +243,7 @@ _TINY = {
     **_SMALL, "model": "tiny-decoder-untied", "query_max_length": 32, "doc_max_length": 64,
     "batch_size": 16, "steps": 40, "warmup_steps": 4, "lr": 1e-3, "save_every": 20, "progress": False,
     "dropout": False, "lora": {**_LORA_PAPER, "r": 8, "alpha": 16, "dropout": 0.0},
-    "method_options": {"lambda_warmup_steps": 20},
+    "method_options": {"lambda_warmup_steps": 20, "candidates": "paper"},
 }
 
 

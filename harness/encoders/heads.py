@@ -89,8 +89,10 @@ def splade_pool(logits: torch.Tensor, attention_mask: torch.Tensor, aggregation:
     The activations are >= 0, so zeroing the padding positions before the sum excludes
     them exactly (naver/splade multiplies by the mask the same way).  For the max,
     log(1 + relu(.)) is non-decreasing, so it is applied after a max over the unmasked
-    logits: the same values and gradients, without a (B, L, V) activation tensor (the
-    largest tensor of a SPLADE forward).
+    logits: the same values without a (B, L, V) activation tensor (the largest tensor of
+    a SPLADE forward), and the same gradients except at exact ties: ``amax`` splits a
+    term's gradient evenly between the positions tied at its largest logit, naver's
+    ``torch.max(dim=1)`` gives all of it to one of them (equal sums).
     """
     if aggregation not in AGGREGATIONS:
         raise ConfigError(f"unknown SPLADE aggregation {aggregation!r}; choose one of {', '.join(AGGREGATIONS)}")

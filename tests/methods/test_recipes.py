@@ -22,7 +22,8 @@ OLD_DEFAULTS = {
     "echo-splade": {"doc_template": None, "echo": True, "eval_top_k": None, "include_eos": False,
                     "interpretability_k": 20, "interpretability_texts": 64, "lambda_d": 0.0001, "lambda_q": 0.0003,
                     "lambda_schedule": "splade", "lambda_warmup_steps": 50000, "pooling": "max",
-                    "quantization": None, "query_prompt": "", "query_template": None, "regularizer": "flops"},
+                    "quantization": None, "query_prompt": "", "query_template": None, "regularizer": "flops",
+                    "candidates": "official"},
     "groupdro": {"adjustment": 0.0, "alpha": 0.2, "ance_depth": 200, "ance_keep": 30, "ance_refresh_steps": 0,
                  "ance_warmup": "data", "blocks": 3, "coco": None, "ema": 0.1, "episode_every": 0, "eps": 0.01,
                  "eta": 0.01, "k": 50, "loss": "triplet", "niter": 500, "nredo": 5, "params": "",
@@ -42,8 +43,10 @@ OLD_DEFAULTS = {
               "window": None},
     "peg": {"a_mode": "pos", "alpha": 0.5, "beta": 0.1, "record_query_weights": False, "scale_negatives": True,
             "statistics": "global", "t_init": 0.0, "t_mode": "momentum", "tau": None, "weight_queries": True},
+    # candidates (issue 28): a deliberate change, the ranking loss's candidates made explicit with naver's
+    # InBatchPairwiseNLL ('official') as the default; before it the method scored every passage ('all').
     "splade": {"lambda_d": 0.0001, "lambda_q": 0.0003, "lambda_schedule": "splade", "lambda_warmup_steps": 50000,
-               "pooling": "max", "regularizer": "flops"},
+               "pooling": "max", "regularizer": "flops", "candidates": "official"},
     "tdro": {"lr_alpha": 0.02, "max_norm": 1.0, "measure": "relative", "mode": "code", "percent": 70,
              "proxy_model": None, "reference": {}, "source": "final",
              "stage1": {"grad_accum": 4, "n_hard_negatives": 7}, "transfer": "ratio", "weights": None},

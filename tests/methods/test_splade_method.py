@@ -29,8 +29,9 @@ def spec_for(model: str, **overrides):
     return Splade.spec("tiny", **{**base, **overrides})
 
 
-def by_hand(model, ctx, lam_q: float, lam_d: float, regularizer: str = "flops") -> float:
-    """The SPLADE loss of the micro-batch from the backbone's MLM logits, written out independently."""
+def by_hand(model, ctx, lam_q: float, lam_d: float, regularizer: str = "flops", candidates: str = "official") -> float:
+    """The SPLADE loss of the micro-batch from the backbone's MLM logits, written out independently: the ranking
+    part over every in-batch positive plus the row's own negatives (official), or every passage (all)."""
     def weights(feats):
         logits = model.backbone(input_ids=feats["input_ids"], attention_mask=feats["attention_mask"]).logits
         act = torch.log1p(torch.relu(logits)) * feats["attention_mask"].unsqueeze(-1)    # padding -> 0
@@ -42,15 +43,22 @@ def by_hand(model, ctx, lam_q: float, lam_d: float, regularizer: str = "flops") 
     with torch.no_grad():
         q, p = weights(ctx.batch.features["query"]), weights(ctx.batch.features["passage"])
         scores = q @ p.T                                          # every passage of the batch, temperature 1
-        targets = torch.arange(len(q)) * ctx.batch.passages_per_query
+        n = ctx.batch.passages_per_query
+        targets = torch.arange(len(q)) * n
+        if candidates == "official":                              # other rows' negatives are not candidates
+            for i in range(len(q)):
+                for j in range(len(p)):
+                    if j % n != 0 and j // n != i:
+                        scores[i, j] = float("-inf")
         infonce = torch.nn.functional.cross_entropy(scores, targets)
         pos, neg = p[targets], p[torch.ones(len(p), dtype=torch.bool).index_fill_(0, targets, False)]
         return float(infonce + lam_q * reg(q) + lam_d * (reg(pos) + reg(neg)) / 2)
 
 
-@pytest.mark.parametrize("regularizer", ["flops", "l1"])
-def test_loss_is_infonce_plus_warmed_up_regularisers(tiny_mlm, regularizer):
-    options = {"lambda_q": 0.3, "lambda_d": 0.1, "lambda_warmup_steps": 10, "regularizer": regularizer}
+@pytest.mark.parametrize(("regularizer", "candidates"), [("flops", "official"), ("l1", "official"), ("flops", "all")])
+def test_loss_is_infonce_plus_warmed_up_regularisers(tiny_mlm, regularizer, candidates):
+    options = {"lambda_q": 0.3, "lambda_d": 0.1, "lambda_warmup_steps": 10, "regularizer": regularizer,
+               "candidates": candidates}
     results = []
     for chunk in (None, 4):
         method = Splade()
@@ -60,7 +68,7 @@ def test_loss_is_infonce_plus_warmed_up_regularisers(tiny_mlm, regularizer):
         ctx = step_context(spec, make_data(), model, tok, enc, [(0, i) for i in range(3)] + [(1, i) for i in range(3)])
         ctx.options = method.resolve_options(options)
         method.configure(ctx)
-        expected = by_hand(model, ctx, 0.3 / 100, 0.1 / 100, regularizer)     # first call: lambda / T^2
+        expected = by_hand(model, ctx, 0.3 / 100, 0.1 / 100, regularizer, candidates)   # first call: lambda / T^2
         results.append(plain_step(model, ctx, method, gradcache_chunk=chunk))
         assert results[-1].loss == pytest.approx(expected, rel=1e-5)
         scalars = method.scalars()
@@ -153,6 +161,12 @@ def test_bad_input_is_refused(tiny_mlm, tmp_path):
         Splade().train(spec_for(tiny_mlm, method_options={"pooling": "mean"}), make_data(), tmp_path / "mean")
     with pytest.raises(ConfigError, match="lambda_q must be a number >= 0"):
         Splade().train(spec_for(tiny_mlm, method_options={"lambda_q": -1}), make_data(), tmp_path / "neg")
+    # paper 003's candidates use no mined negatives; they need in-batch negatives
+    with pytest.raises(ConfigError, match="candidates 'paper' use in-batch negatives only"):
+        Splade().train(spec_for(tiny_mlm, n_hard_negatives=1, method_options={"candidates": "paper"}), make_data(),
+                       tmp_path / "paper-hn")
+    with pytest.raises(ConfigError, match="candidates 'official' score every in-batch positive"):
+        Splade().train(spec_for(tiny_mlm, in_batch_negatives=False), make_data(), tmp_path / "no-in-batch")
 
 
 def test_presets():
@@ -160,6 +174,12 @@ def test_presets():
     assert (paper.model, paper.batch_size, paper.query_max_length, paper.doc_max_length) == \
         ("bert-base-uncased", 512, 256, 256)
     assert (paper.lr, paper.warmup_steps, paper.steps, paper.schedule) == (2e-5, 6000, 150_000, "linear")
-    assert (paper.similarity, paper.temperature, paper.n_hard_negatives) == ("dot", 1.0, 1)
+    assert (paper.similarity, paper.temperature, paper.n_hard_negatives) == ("dot", 1.0, 0)
     assert Splade().resolve_options(dict(paper.method_options))["lambda_warmup_steps"] == 50_000
+    # paper 003: in-batch negatives only; the SPLADE++-style presets: one BM25 negative, naver's candidates
+    assert Splade().resolve_options(dict(paper.method_options))["candidates"] == "paper"
+    for scale in ("small", "tiny"):
+        spec = Splade.spec(scale)
+        assert spec.n_hard_negatives == 1
+        assert Splade().resolve_options(dict(spec.method_options))["candidates"] == "official"
     assert Splade.spec("small").model == Splade.spec("tiny").model == "splade-tiny"
