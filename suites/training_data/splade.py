@@ -6,6 +6,16 @@ sampling ratios (percent; they add up to 100.03, so they are normalised here).  
 of sentence-transformers/embedding-training-data (their release shapes:
 :mod:`suites.training_data._release`).
 
+BEIR-conflicting sets (option ``beir_conflicts``).  Appendix A says the probabilities are "calculated by
+normalizing the size of each dataset and we exclude any dataset that conflicts with our evaluation on zero-shot
+out-of-domain BEIR retrieval datasets", yet Table 3 still lists two datasets drawn from the same source as a
+BEIR-13 evaluation set (:data:`BEIR_CONFLICTS`): ``quora question pairs`` (the Quora duplicate-question pairs,
+from which BEIR's Quora is built) and ``specter_train_triples`` (SPECTER's Semantic Scholar citation triples;
+BEIR's SCIDOCS is SPECTER's evaluation suite, from the same citation graph).  ``include`` (the default) builds
+Table 3 as printed, the mixture that produced the published numbers; ``exclude`` drops those two and
+normalises the other 24 ratios to sum 1.  ``msmarco_triplets`` stays in both: MS MARCO is a BEIR set but not
+one of the 13 the paper evaluates on.
+
 Sampling: the per-dataset counts are one multinomial draw of ``rows`` over the normalised ratios
 (``numpy.random.default_rng(seed)``); each dataset then contributes that many of its rows, drawn
 uniformly without replacement (with ``random.Random(f"{seed}:{name}")``), or every row repeated and the
@@ -62,11 +72,29 @@ TABLE3: dict[str, tuple[str, str, float]] = {
 }
 BY_SUBSET = {subset: (table_name, hub_file, ratio) for table_name, (subset, hub_file, ratio) in TABLE3.items()}
 
+# Table 3 datasets from the same source as a BEIR-13 evaluation set: Table 3 name -> (BEIR set, why).
+BEIR_CONFLICTS: dict[str, tuple[str, str]] = {
+    "quora question pairs": ("quora", "the Quora duplicate-question pairs BEIR's Quora is built from"),
+    "specter_train_triples": ("scidocs", "SPECTER's Semantic Scholar citation triples; SCIDOCS is SPECTER's "
+                                         "evaluation suite over the same citation graph"),
+}
+BEIR_CONFLICT_CHOICES = ("include", "exclude")
 
-def probabilities() -> dict[str, float]:
-    """Subset name -> Table 3 ratio normalised to sum 1."""
-    total = sum(r for _s, _f, r in TABLE3.values())
-    return {subset: ratio / total for subset, _f, ratio in TABLE3.values()}
+
+def selected(beir_conflicts: str = "include") -> list[str]:
+    """The subset names of the mixture: Table 3 as printed (include) or without :data:`BEIR_CONFLICTS` (exclude)."""
+    if beir_conflicts not in BEIR_CONFLICT_CHOICES:
+        raise ConfigError(f"splade: beir_conflicts must be one of {', '.join(BEIR_CONFLICT_CHOICES)}, "
+                          f"got {beir_conflicts!r}")
+    drop = set(BEIR_CONFLICTS) if beir_conflicts == "exclude" else set()
+    return [subset for name, (subset, _f, _r) in TABLE3.items() if name not in drop]
+
+
+def probabilities(beir_conflicts: str = "include") -> dict[str, float]:
+    """Subset name -> Table 3 ratio normalised to sum 1 over the selected datasets."""
+    keep = selected(beir_conflicts)
+    total = sum(BY_SUBSET[subset][2] for subset in keep)
+    return {subset: BY_SUBSET[subset][2] / total for subset in keep}
 
 
 @register_recipe("splade")
@@ -80,24 +108,31 @@ class SpladeRecipe(DataRecipe):
                              "paper 003 section 4.2: the 15.5M sample subset", int),
         "seed": RecipeOption(42, "seed of the multinomial counts and the per-dataset draws", "paper 003 gives none",
                              int),
+        "beir_conflicts": RecipeOption("include", "include: Table 3 as printed (26 datasets); exclude: without "
+                                                  "the two drawn from a BEIR-13 set's source (quora question "
+                                                  "pairs, specter_train_triples), the rest renormalised",
+                                       "paper 003 appendix A, Table 3 (include: the printed list, which produced "
+                                       "its numbers; its text says BEIR-conflicting sets were excluded)", str),
     }
 
     def check_options(self, options: dict[str, Any]) -> None:
         if options["rows"] < 1:
             raise ConfigError("splade: rows must be >= 1")
+        selected(options["beir_conflicts"])
 
     def sources(self, options: dict[str, Any]) -> list[Source]:
-        return [Source(hub_file, hub=ST_HUB, licence=ST_LICENCE) for _s, hub_file, _r in TABLE3.values()]
+        return [Source(BY_SUBSET[subset][1], hub=ST_HUB, licence=ST_LICENCE)
+                for subset in selected(options["beir_conflicts"])]
 
     def subsets(self, options: dict[str, Any]) -> list[str]:
-        return [subset for subset, _f, _r in TABLE3.values()]
+        return selected(options["beir_conflicts"])
 
     def subset_sources(self, subset: str, options: dict[str, Any]) -> list[str]:
         return [BY_SUBSET[subset][1]]
 
     def counts(self, options: dict[str, Any]) -> dict[str, int]:
         """Rows per subset: one seeded multinomial draw over the normalised Table 3 ratios."""
-        probs = probabilities()
+        probs = probabilities(options.get("beir_conflicts", "include"))
         drawn = np.random.default_rng(options["seed"]).multinomial(options["rows"], list(probs.values()))
         return {name: int(n) for name, n in zip(probs, drawn)}
 
@@ -119,7 +154,8 @@ class SpladeRecipe(DataRecipe):
         times = [repeats] * available
         for i in rng.sample(range(available), rest):
             times[i] += 1
-        stats = {"table3_name": table_name, "table3_ratio": ratio, "probability": probabilities()[subset],
+        probability = probabilities(ctx.options["beir_conflicts"])[subset]
+        stats = {"table3_name": table_name, "table3_ratio": ratio, "probability": probability,
                  "drawn": want, "rows_in_file": available, "with_replacement": repeats > 0}
 
         def rows() -> Iterator[dict[str, Any]]:
@@ -127,5 +163,6 @@ class SpladeRecipe(DataRecipe):
                 for _ in range(times[index]):
                     yield {**row, "language": "en", "source_line": line}
 
-        metadata = {"language": "en", "task": table_name, "sampling_probability": probabilities()[subset]}
+        metadata = {"language": "en", "task": table_name, "sampling_probability": probability,
+                    "beir_conflicts": ctx.options["beir_conflicts"]}
         return SubsetResult(rows(), metadata, stats)
