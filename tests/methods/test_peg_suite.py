@@ -11,7 +11,7 @@ from methods.peg import PEG
 
 def test_variants_are_the_issue_ablations():
     suite = load_suite("peg")
-    assert suite.baseline == "vanilla" and set(suite.scales) == {"tiny", "smoke", "small", "paper"}
+    assert suite.baseline == "vanilla" and set(suite.scales) == {"tiny", "smoke", "small", "paper", "paper-public"}
     options = {v.id: PEG().resolve_options(v.options) for v in suite.variants}
     assert all(v.method == "peg" for v in suite.variants)
     vanilla = options["vanilla"]
@@ -53,3 +53,23 @@ def test_cpu_scales(scale, steps, tau):
     cells = expand_train_cells(suite, scale, load_data=False)
     assert len({c.key for c in cells}) == 6
     assert {(c.spec.steps, c.spec.temperature) for c in cells} == {(steps, tau)}
+
+
+@pytest.mark.parametrize("scale", ["paper", "paper-public"])
+def test_paper_scales_pretrain_first_and_rest_on_no_harness_default(monkeypatch, scale):
+    from harness.ablation.provenance import resolved_settings, strict_provenance_problems
+
+    monkeypatch.delenv("HARNESS_PEG_DATA", raising=False)
+    suite = load_suite("peg")
+    cells = expand_train_cells(suite, scale, load_data=False)
+    assert cells[0].data_entries == ["{peg_data}/" + ("train" if scale == "paper" else "peg-public")]
+    stages = [PEG().stages(c.spec) for c in cells]
+    assert all(len(s) == 1 and s[0].method == "retromae" and s[0].starts_from for s in stages)
+    assert len({s[0].spec.fingerprint() for s in stages}) == 1                 # one pre-training run for all rows
+    pre = stages[0][0].spec
+    assert (pre.lr, pre.batch_size, pre.doc_max_length, pre.steps, pre.schedule) == (2e-5, 1024, 512, 172852,
+                                                                                     "linear")
+    assert pre.method_options["corpora"] == ["{peg_data}/pretrain"]
+    spec = cells[0].spec
+    assert (spec.pooling, spec.warmup_steps, spec.weight_decay, spec.precision) == ("cls", 0, 0.01, "bf16")
+    assert strict_provenance_problems(resolved_settings(suite, scale)) == []
