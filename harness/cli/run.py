@@ -226,9 +226,10 @@ def _dry_run(suite, args) -> int:
             lines.append(line)
     lines.extend(_settings_plan(suite, args.scale, plan))
     for b in cfg.benchmarks:
-        # the metrics the benchmark's card is asked for: those its options name, then the suite's
+        # the metrics the benchmark's card is asked for: those its options name (its protocol's, kept as they are:
+        # harness.ablation.benchmarks.load_benchmark_ref), else the suite's besides the protocol's own
         named = [str(m) for m in (b.options.get("metrics") or [])]
-        metrics = list(dict.fromkeys([*named, *suite.metrics]))
+        metrics = named or list(suite.metrics)
         shown = ",".join(metrics) + ("" if named else " (+ the protocol's own)")
         lines.append(f"  benchmark {b.id:<20} suite={b.suite:<10} {b.dataset_dir} metrics={shown}")
         plan["benchmarks"].append({"id": b.id, "suite": b.suite, "dataset_dir": str(b.dataset_dir),

@@ -20,11 +20,14 @@ def test_table5_rows_and_shared_cells():
     assert cells["ratio"].key == cells["relative"].key                 # the paper prints the same row twice
     assert len({c.key for c in cells.values()}) == 9
     opts = {v: cells[v].spec.method_options for v in ROWS[1:]}
-    assert opts["top70"] == {"transfer": "top", "percent": 70}
-    assert opts["proxy"] == {"transfer": "ratio", "measure": "proxy"}
+    stage1 = {"proxy_model": "Qwen/Qwen1.5-0.5B", "lr_alpha": 0.02, "max_norm": 1.0, "mode": "code", "source": "final",
+              "stage1": {"n_hard_negatives": 7, "grad_accum": 4}}
+    assert opts["top70"] == {"transfer": "top", "percent": 70, **stage1}
+    assert opts["proxy"] == {"transfer": "ratio", "measure": "proxy", **stage1}
     spec = cells["top70"].spec
     assert (spec.model, spec.batch_size, spec.steps, spec.temperature) == ("Qwen/Qwen1.5-0.5B", 2048, 1000, 0.002)
-    assert (spec.query_max_length, spec.doc_max_length, spec.lora.r, spec.lora.alpha) == (128, 512, 8, 32)
+    # the released scripts' full fine-tuning (no --lora) is the default; LoRA is the paper-as-written scale's
+    assert (spec.query_max_length, spec.doc_max_length, spec.lora) == (128, 512, None)
     small = {c.variant.id: c for c in expand_train_cells(suite, "small", load_data=False)}
     assert small["top70"].spec.method_options["stage1"]["steps"] == 40
     assert small["baseline"].spec.model == "minilm"
