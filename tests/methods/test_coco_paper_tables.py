@@ -143,3 +143,31 @@ def test_episode_curves_and_layouts_at_both_paper_scales():
     checkpoints = {v.id: suite.checkpoints_for(v, "paper") for v in suite.variants}
     assert checkpoints["coco-idro"].steps == (45000, 90000)
     assert suite.checkpoints_for(suite.variants[3], "paper-large").steps == (30000, 60000)
+
+
+def test_figure3_grid_reuses_coco_dr_stages_and_passes_strict_provenance():
+    """Paper 001 Figure 3 (K x tau; no tau value in the paper, only the study): one variant per K sweeping tau,
+    on coco_dr's paper recipe, whose COCO and warm-up runs it shares (same content keys)."""
+    from harness.ablation.axes import suite_systems as systems
+    from harness.ablation.cells import expand_train_cells
+    from harness.ablation.provenance import resolved_settings, strict_provenance_problems
+    from harness.keys import content_key
+    from harness.method import get_method, train_run_config
+
+    grid = load_suite("coco_dr_hparams")
+    assert [s.id for s in systems(grid)] == [f"k{k}@tau={t}" for k in (25, 50, 100) for t in (250, 1000, 4000)]
+    assert strict_provenance_problems(resolved_settings(grid, "paper")) == []
+    layout = load_layout(grid, "paper", "figure3")
+    assert layout.kind == "sweep" and [c.benchmark for c in layout.columns] == ["BEIR", "BEIR-public"]
+
+    def stage_keys(suite, variant):
+        cells = expand_train_cells(suite, "paper", load_data=False)
+        cell = next(c for c in cells if c.variant.id.split("@")[0] == variant)
+        (warm,) = get_method("idro").stages(cell.spec)
+        (coco,) = get_method("dro-erm").stages(warm.spec)
+        return [content_key(train_run_config(s.method, s.spec, cell.data_fingerprint)) for s in (warm, coco)]
+
+    assert stage_keys(grid, "k50") == stage_keys(load_suite("coco_dr"), "coco-idro")
+    cells = [c for c in expand_train_cells(grid, "paper", load_data=False)]
+    assert {(c.spec.method_options["k"], c.spec.method_options["tau"], c.spec.method_options["mode"]) for c in cells} \
+        == {(k, t, "paper") for k in (25, 50, 100) for t in (250, 1000, 4000)}
