@@ -52,7 +52,15 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from harness.ablation.axes import FinishedSuite, baseline_system, bold_by_value, expand_rows, suite_systems, value_cell
+from harness.ablation.axes import (
+    FinishedSuite,
+    baseline_system,
+    bold_by_value,
+    expand_rows,
+    replicates,
+    suite_systems,
+    value_cell,
+)
 from harness.ablation.paths import (  # noqa: F401 (read_summary: re-exported)
     cell_result_dir,
     read_summary,
@@ -278,7 +286,7 @@ def results_table(suite: AblationSuite, scale: str, results_root: str | Path, la
     from harness.stats.compare import TEST_NAMES  # lazy (start-up speed): imports scipy
     from harness.stats.correction import CORRECTION_NAMES  # lazy (start-up speed): imports scipy
     from harness.stats.replicates import REPLICATE_TEST_NOTE  # lazy (start-up speed): imports scipy
-    from harness.stats.suite import compare_suite  # lazy (start-up speed): imports scipy
+    from harness.stats.suite import compare_suite, same_runs  # lazy (start-up speed): imports scipy
     from reports.comparison import GAIN_MARK, LOSS_MARK, metric_label  # lazy (start-up speed): imports scipy
 
     cfg = suite.scale(scale)
@@ -315,9 +323,13 @@ def results_table(suite: AblationSuite, scale: str, results_root: str | Path, la
         dataset = col.benchmark if nested else bench_labels[col.benchmark]
         cell_of[f"{col.benchmark}/{col.metric}"] = (dataset, col.metric)
     correction = stats.get("correction", "holm")
+    # a run shown under two names, or runs with identical results, is compared and counted once (flagged in the notes)
+    run_keys = {labels[s]: {c["key"] for r in replicates(suite, by_id[s], scale) if (c := finished.cells.get(r.id))}
+                for s in systems[1:]}
+    same_as = same_runs(run_keys, results, [labels[s] for s in systems[1:]])
     report = compare_suite(results, list(dict.fromkeys(m for _, m in cell_of.values())), baseline=labels[baseline],
                            aggregates=aggregates or None, aggregate_method=aggregate_method, options=options,
-                           correction=correction, alpha=alpha, cells=set(cell_of.values()))
+                           correction=correction, alpha=alpha, cells=set(cell_of.values()), same_as=same_as or None)
     comparisons, keys = [], []
     for key, (dataset, metric) in cell_of.items():
         for sid in systems[1:]:
@@ -359,7 +371,8 @@ def results_table(suite: AblationSuite, scale: str, results_root: str | Path, la
                 mean, sd, _values = finished.value(system, col.benchmark, col.metric)
                 means[(i, key)] = mean
                 row.cells[key] = value_cell(mean, sd, 100.0, layout.decimals or 1, delta=cell.delta, marks=cell.marks)
-    detail = (f"{CORRECTION_NAMES[correction]}-adjusted p over the {len(comparisons)} comparisons of this table"
+    distinct = sum(c.same_as is None for c in comparisons)      # a repeated run counts once
+    detail = (f"{CORRECTION_NAMES[correction]}-adjusted p over the {distinct} comparisons of this table"
               if correction != "none" else "unadjusted p")
     detail += f" < {alpha:g}, {TEST_NAMES[options.test]}"
     legend = {GAIN_MARK: f"significantly better than {labels[baseline]} ({detail})"}

@@ -156,6 +156,7 @@ def _compare(state: SuiteState) -> tuple[ComparisonReport, Results, Replicates]:
     cell's result and the replicates of each system with several."""
     from harness.stats import compare_suite  # lazy (start-up speed): imports scipy
     from harness.stats.replicates import average_replicates  # lazy (start-up speed): imports scipy
+    from harness.stats.suite import same_runs  # lazy (start-up speed): imports scipy
 
     suite = state.suite
     stats = dict(suite.stats)
@@ -185,10 +186,16 @@ def _compare(state: SuiteState) -> tuple[ComparisonReport, Results, Replicates]:
                                             average_replicates(per_system[s.id], what=f"{s.id} on {b.label}"))
                              for s in systems}
     aggregates = _aggregates(state)
-    report = compare_suite(compared, suite.metrics, baseline=labels[baseline_system(suite).id],
+    baseline = labels[baseline_system(suite).id]
+    # a run shown under two names (or two runs with identical results) is compared and counted once
+    keys: dict[str, set[str]] = {}
+    for c in state.train_cells:
+        keys.setdefault(labels[c.system], set()).add(c.key)
+    same_as = same_runs(keys, compared, [labels[s.id] for s in systems if labels[s.id] != baseline])
+    report = compare_suite(compared, suite.metrics, baseline=baseline,
                            aggregates=aggregates or None, aggregate_method=stats.get("aggregate", "pooled"),
                            options=suite.stats_options(), correction=stats.get("correction", "holm"),
-                           alpha=float(stats.get("alpha", 0.05)))
+                           alpha=float(stats.get("alpha", 0.05)), same_as=same_as or None)
     return report, results, replicates
 
 

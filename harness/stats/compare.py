@@ -113,6 +113,9 @@ class Comparison:
     missing_in_system: int = 0
     seed: int | None = None
     resamples: int | None = None
+    # Another system whose run (or results) this one repeats: the comparison is that system's, shown again and
+    # counted once in the correction family (harness.stats.suite.compare_suite's ``same_as``).
+    same_as: str | None = None
 
     def significant(self, alpha: float) -> bool:
         """Whether the corrected p-value is below ``alpha``."""
@@ -122,6 +125,8 @@ class Comparison:
         """JSON-safe dict; non-finite numbers (e.g. d_z of a constant difference) become ``None``."""
         out = asdict(self)
         out["datasets"] = list(self.datasets)
+        if out["same_as"] is None:      # only where a row repeats another's run
+            del out["same_as"]
         return {k: _json_safe(v) for k, v in out.items()}
 
     @classmethod

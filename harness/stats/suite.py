@@ -127,6 +127,11 @@ class ComparisonReport:
         note = self.floor_note()
         if note:
             lines.append(note)
+        repeats = dict.fromkeys((c.system, c.same_as) for c in self.comparisons if c.same_as)
+        if repeats:
+            lines.append("Same run: " + "; ".join(f"{a} repeats {b}" for a, b in repeats) + " (one training run "
+                         "shown under two names, or runs with identical per-query results): its cells are the "
+                         "other's comparison, tested and counted once in the family, not two results.")
         if self.unsettled:
             names = "; ".join(f"{c.system} on {c.metric}" + (f" ({c.dataset})" if c.dataset else "")
                               for c in self.unsettled)
@@ -271,7 +276,8 @@ def compare_suite(results: SuiteResults, metrics: Sequence[str], *,
                   baseline: str | None = None, aggregates: Mapping[str, Sequence[str]] | None = None,
                   aggregate_method: str = "pooled", options: StatsOptions = DEFAULT_OPTIONS,
                   correction: str = "holm", alpha: float = 0.05, family: Family = "all",
-                  cells: Collection[tuple[Any, str]] | None = None) -> ComparisonReport:
+                  cells: Collection[tuple[Any, str]] | None = None,
+                  same_as: Mapping[str, str] | None = None) -> ComparisonReport:
     """Compare every system with the baseline on every dataset, metric and aggregate.
 
     ``results`` maps dataset name (``None`` for a single unnamed dataset) to
@@ -281,6 +287,9 @@ def compare_suite(results: SuiteResults, metrics: Sequence[str], *,
     ``cells`` restricts the comparisons to these ``(dataset or aggregate, metric)`` pairs (a table
     that shows some of them): the family, the draw count it needs and the resolution of close
     decisions are then those of exactly the shown cells, in one pass.
+    ``same_as`` maps a system to another that is the same run (one training run shown under two names,
+    or runs whose results are identical): it is not tested again; its comparisons are the other's, marked
+    ``same_as``, and the correction family counts the run once (:func:`same_results` finds identical ones).
     """
     if not results:
         raise ConfigError("nothing to compare: no results given")
@@ -298,9 +307,15 @@ def compare_suite(results: SuiteResults, metrics: Sequence[str], *,
     baseline = baseline if baseline is not None else systems[0]
     if baseline not in systems:
         raise ConfigError(f"baseline {baseline!r} is not among the systems: {', '.join(systems)}")
-    others = [s for s in systems if s != baseline]
-    if not others:
+    every_other = [s for s in systems if s != baseline]
+    if not every_other:
         raise ConfigError(f"nothing to compare: only the baseline {baseline!r} was given")
+    same_as = dict(same_as or {})
+    for alias, original in same_as.items():
+        if alias not in every_other or original not in every_other or original in same_as:
+            raise ConfigError(f"same_as: {alias!r} -> {original!r} must map a compared system to another compared "
+                              f"system that is itself no alias (systems: {', '.join(every_other)})")
+    others = [s for s in every_other if s not in same_as]
     for dataset, per_system in results.items():
         absent = [s for s in systems if s not in per_system]
         if absent:
@@ -396,9 +411,56 @@ def compare_suite(results: SuiteResults, metrics: Sequence[str], *,
     if options.test != "ttest" and correction != "none":
         unsettled = [comparisons[i] for i in unsettled_decisions(comparisons, correction, family, alpha)]
     family_name = apply_correction(comparisons, correction, family)
-    return ComparisonReport(comparisons, baseline, [baseline, *others], list(metrics), datasets,
+    if same_as:
+        tested = {(c.dataset, c.system, c.metric): c for c in comparisons}
+        full = [(where, system, metric) for where in [*datasets, *(aggregates or {})] for system in every_other
+                for metric in measured[where]]
+        comparisons = [tested[key] if key[1] not in same_as else
+                       dataclasses.replace(tested[(key[0], same_as[key[1]], key[2])], system=key[1],
+                                           same_as=same_as[key[1]]) for key in full]
+    return ComparisonReport(comparisons, baseline, [baseline, *every_other], list(metrics), datasets,
                             {k: list(v) for k, v in (aggregates or {}).items()}, options, correction, alpha,
                             family_name, aggregate_method, test_b, unsettled, resolved)
+
+
+def same_runs(keys: Mapping[str, Collection[str]], results: SuiteResults, systems: Sequence[str]) -> dict[str, str]:
+    """``same_as`` for :func:`compare_suite`: each of ``systems`` (the compared ones, baseline excluded) that
+    repeats an earlier one, first by its training runs' ``keys`` (one run shown as two rows), then by identical
+    results (:func:`same_results`); every alias points at a system that is itself none."""
+    out: dict[str, str] = {}
+    first: dict[frozenset[str], str] = {}
+    for system in systems:
+        own = frozenset(keys.get(system, ()))
+        if own and own in first:
+            out[system] = first[own]
+        elif own:
+            first[own] = system
+    rest = [s for s in systems if s not in out]
+    out.update(same_results(results, rest))
+    return out
+
+
+def same_results(results: SuiteResults, systems: Sequence[str]) -> dict[str, str]:
+    """``{system: earlier system}`` for systems whose per-query scores equal an earlier one's on every dataset and
+    metric (the same numbers under two names: e.g. two selections that keep the same datasets at a small scale)."""
+    def signature(system: str) -> tuple:
+        parts = []
+        for dataset, per_system in results.items():
+            evaluation = _evaluation(per_system[system])
+            scores = tuple(sorted((m, np.asarray(v, dtype=np.float64).tobytes())
+                                  for m, v in evaluation.per_query.items()))
+            parts.append((dataset, tuple(evaluation.query_ids), scores))
+        return tuple(parts)
+
+    seen: dict[tuple, str] = {}
+    out: dict[str, str] = {}
+    for system in systems:
+        sig = signature(system)
+        if sig in seen:
+            out[system] = seen[sig]
+        else:
+            seen[sig] = system
+    return out
 
 
 def settle_decisions(comparisons: Sequence[Comparison], redraw: Callable[[Sequence[int], int], list[Comparison]],
