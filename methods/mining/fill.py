@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.data.beir import Queries
+from harness.errors import ConfigError
 from methods.mining.generate import (
     GENERATION_SAMPLING,
     GENERATION_VERSION,
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+GENERATION_MODES = ("pdbg", "direct")
+
+
 @dataclass
 class Generation:
     """The generator, its text cache and batch size (``harness mine --generate``)."""
@@ -46,10 +50,20 @@ class Generation:
     cache: TextCache | None = None
     batch_size: int = 8
     stats: GenerationStats = field(default_factory=GenerationStats)
+    # "pdbg": positive-driven back-forward generation (summary of the positive, then a query from the summary;
+    # paper 004 §3.4); "direct": the query written from the positive itself, no summary (Table 6's "w/o PDBG")
+    mode: str = "pdbg"
+
+    def __post_init__(self) -> None:
+        if self.mode not in GENERATION_MODES:
+            raise ConfigError(f"unknown generation mode {self.mode!r}; choose one of {', '.join(GENERATION_MODES)}")
 
     def config(self) -> dict[str, Any]:
-        return {"generator": self.generator.identity(), "prompt_version": GENERATION_VERSION,
-                "sampling": [GENERATION_SAMPLING.top_p, GENERATION_SAMPLING.temperature]}
+        out = {"generator": self.generator.identity(), "prompt_version": GENERATION_VERSION,
+               "sampling": [GENERATION_SAMPLING.top_p, GENERATION_SAMPLING.temperature]}
+        if self.mode != "pdbg":
+            out["mode"] = self.mode
+        return out
 
 
 @dataclass
@@ -91,8 +105,11 @@ def fill_pools(gen: Generation, pool: CandidatePool, rows, idx: Sequence[int], p
         return out
     refs = [rows[idx[j]].pos[reference_positive(settings.seed, idx[j], rows[idx[j]].query, len(rows[idx[j]].pos))]
             for j in todo]
-    summaries = generate_texts(gen.generator, "summary", refs, seed=settings.seed, cache=gen.cache,
-                               batch_size=gen.batch_size, stats=gen.stats)
+    if gen.mode == "direct":
+        summaries: list[str | None] = list(refs)         # the query is written from the positive itself
+    else:
+        summaries = generate_texts(gen.generator, "summary", refs, seed=settings.seed, cache=gen.cache,
+                                   batch_size=gen.batch_size, stats=gen.stats)
     asked = [s for s in summaries if s]
     written = iter(generate_texts(gen.generator, "query", asked, seed=settings.seed, cache=gen.cache,
                                   batch_size=gen.batch_size, stats=gen.stats))

@@ -17,7 +17,7 @@ import hashlib
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -168,6 +168,37 @@ class StandInJudge(Judge):
         self.calls += len(triples)
         return [Reply(self.truth.get((t.query, t.candidate), overlap_label(t, high=self.high, low=self.low)))
                 for t in triples]
+
+
+class TruthJudge(Judge):
+    """An informative stand-in for the tiny scale: it knows a synthetic world's planted false negatives
+    (``planted``: the (query, candidate) pairs whose candidate is a twin of the query's positive) and answers
+    2 for them and 0 for every other candidate, wrong on a seeded ``error`` share of the triples (a wrong
+    answer is 0 for a planted pair and 2 for any other).  Every sampling of a triple gets the same answer,
+    so the vote is that answer and the filter's measured precision and recall follow ``error``."""
+
+    prompt_version = "none"
+
+    def __init__(self, planted: Iterable[tuple[str, str]], *, error: float = 0.0, seed: int = 0):
+        if not 0.0 <= float(error) <= 1.0:
+            raise ConfigError(f"truth judge error must lie in [0, 1], got {error!r}")
+        self.planted = frozenset((str(q), str(c)) for q, c in planted)
+        self.error, self.seed = float(error), int(seed)
+        self.calls = 0
+
+    def identity(self) -> dict[str, Any]:
+        digest = hashlib.sha256(json.dumps(sorted(self.planted)).encode("utf-8")).hexdigest()[:16]
+        return {"backend": "truth", "error": self.error, "seed": self.seed, "planted": digest}
+
+    def answer(self, triple: Triple) -> int:
+        planted = (triple.query, triple.candidate) in self.planted
+        key = json.dumps([self.seed, triple.query, triple.candidate]).encode("utf-8")
+        wrong = int.from_bytes(hashlib.sha256(key).digest()[:8], "little") / 2.0**64 < self.error
+        return (0 if planted else 2) if wrong else (2 if planted else 0)
+
+    def replies(self, triples: Sequence[Triple], sampling: Sampling, seeds: Sequence[int]) -> list[Reply]:
+        self.calls += len(triples)
+        return [Reply(self.answer(t)) for t in triples]
 
 
 @dataclass

@@ -33,6 +33,9 @@ class JudgeFilter:
     batch_size: int = 16
     only_rows: frozenset[int] | None = None     # judge only these rows (a subset bounding the calls)
     depth: int | None = None                    # judge only each row's first ``depth`` candidates
+    # The judge reads the reference positive (paper 004 App. B.2) or, without it (Table 5's "w/o ground-truth"),
+    # an empty Standard Answer: the prompt then judges against the question only.
+    reference: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in FILTER_MODES:
@@ -43,6 +46,8 @@ class JudgeFilter:
                                "mode": self.mode}
         if self.depth is not None:
             out["depth"] = self.depth
+        if not self.reference:
+            out["reference"] = False
         if self.only_rows is not None:
             out["only_rows"] = {"count": len(self.only_rows), "digest": hashlib.sha256(
                 json.dumps(sorted(self.only_rows)).encode()).hexdigest()[:16]}
@@ -73,7 +78,8 @@ def judge_rows(flt: JudgeFilter, queries: Sequence[str], positives: Sequence[Seq
         p = reference_positive(seed, row_ids[j], query, len(positives[j]))
         skip = flt.only_rows is not None and row_ids[j] not in flt.only_rows
         rows.append(RowJudgement(p, [] if skip else list(to_judge[j])[:flt.depth]))
-        triples.extend(Triple(query, positives[j][p], candidates[j][r]) for r in rows[-1].judged)
+        reference = positives[j][p] if flt.reference else ""
+        triples.extend(Triple(query, reference, candidates[j][r]) for r in rows[-1].judged)
     verdicts, stats = judge_triples(flt.judge, triples, seed=seed, cache=flt.cache, batch_size=flt.batch_size)
     it = iter(verdicts)
     for rj in rows:

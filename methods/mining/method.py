@@ -65,11 +65,14 @@ from harness.retrieval.bm25 import resolve_language
 from harness.retrieval.pool import FUSIONS, CandidatePool, DenseSource, named_sources
 from harness.train.api import DataStage, Prepared, Stage, StageResult
 from methods.mining.batches import WEIGHT_MODES, language_topic_batches, loss_weights
-from methods.mining.fill import Generation
+from methods.mining.fill import GENERATION_MODES, Generation
 from methods.mining.generate import TextCache, make_generator
+from methods.mining.judge import TruthJudge
 from methods.mining.judge_cache import VoteCache
 from methods.mining.judge_filter import JudgeFilter
 from methods.mining.judge_spec import JUDGE_SPECS, make_judge
+from methods.mining.mift import SOURCE as MIFT_SOURCE
+from methods.mining.mift import MiftSettings, mift_train, read_instruction_rows, summarisation_examples
 from methods.mining.plan import describe, mining_estimate
 from methods.mining.rows import MiningSettings, mine_rows, passage_id
 from methods.mining.selection import POS_AGGREGATES, STRATEGIES
@@ -84,7 +87,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-BATCHES = ("sampler", "language_topic")
+# Table 7's four compositions: sampler (neither: Tevatron's mix), language (same language only: w/o topic
+# balance), topic (topic balance only: w/o same language), language_topic (both, the full method).
+BATCHES = ("sampler", "language_topic", "language", "topic")
 # How w_l + w_t enter the loss: the batch mean times the batch loss (code) or per query (paper text).
 WEIGHTINGS = ("batch", "sample")
 MINING_OPTIONS = ("retrievers", "bm25_language", "fusion", "depth", "corpus", "strategy", "k", "shift", "window",
@@ -92,6 +97,9 @@ MINING_OPTIONS = ("retrievers", "bm25_language", "fusion", "depth", "corpus", "s
                   "judge_rows", "judge_depth", "judge_batch_size", "judge_max_tokens", "generate",
                   "generate_max_tokens")
 _P = "paper 004"
+JUDGE_REFERENCES = ("positive", "none")
+# Mining options added later: part of a pool's key only when set off their default, so earlier pools keep theirs.
+LATER_MINING_OPTIONS = {"judge_reference": "positive", "judge_error": 0.0, "generate_mode": "pdbg", "mift": None}
 _BDUMDR = "xir_BDUMDR"
 
 
@@ -137,7 +145,8 @@ class MinedOptions(BaseLossOptions):
                                  "retriever_hardnegative_miner.py (minimum; paper 004 says maximum)")
     mining_seed: int = option(0, doc="seed of random selections (shifted_random, judged subsets)",
                               source="harness default: fixed, so mining is reproducible")
-    judge: str = option("none", doc="LLM false-negative judge: " + JUDGE_SPECS,
+    judge: str = option("none", doc="LLM false-negative judge: " + JUDGE_SPECS + " | oracle (a synthetic world's "
+                                    "planted truth, wrong on judge_error of the triples; needs truth)",
                         source=_P + " §4.3: the compared strategies (Table 2) select without a judge; the full "
                                "method's judge is GPT-4o (App. B.2; METHODS.md 5.3)")
     filter_mode: str = option("keep_zero", doc="which judged candidates stay: vote 0 only (code) or all but vote 2 "
@@ -158,10 +167,26 @@ class MinedOptions(BaseLossOptions):
                                   "generates with a fine-tuned Llama-3.1-70B (§3.4; METHODS.md 5.4)")
     generate_max_tokens: int = option(64, doc="tokens per generated summary or query", bounds="[1, inf)",
                                       source="harness default: short queries (the released code allows 128)")
+    judge_reference: str = option("positive", doc="what the judge reads as the Standard Answer: the query's positive, "
+                                                  "or none (Table 5's w/o ground-truth)", choices=JUDGE_REFERENCES,
+                                  source=_P + " App. B.2 (the positive is the reference); " + _BDUMDR +
+                                  " Src/hard_neg/llm_fitering.py")
+    judge_error: float = option(0.0, doc="judge 'oracle': share of the triples it answers wrong", bounds="[0, 1]",
+                                source="harness default: a judge that knows the planted truth, exactly")
+    generate_mode: str = option("pdbg", doc="pdbg: summarise the positive, then write a query (paper §3.4); direct: "
+                                            "write the query from the positive (Table 6's w/o PDBG)",
+                                choices=GENERATION_MODES,
+                                source=_P + " §3.4 (positive-driven back-forward generation); " + _BDUMDR
+                                + " Src/LLM_generation/generate_summary.py, generate_query.py")
+    mift: str | None = option(None, doc="Alpaca-style instruction file: LoRA-fine-tune the generator on its "
+                                        "summarisation instructions before generating (MIFT; null: the vanilla "
+                                        "generator)", source=_P + " §3.4 (MIFT); " + MIFT_SOURCE)
     truth: str | None = option(None, doc="a synthetic world's truth.json: report the filter against the planted "
                                          "false negatives", source="harness default: none (real data has no truth)")
     # ---- batches and weights (stage 2)
-    batches: str = option("sampler", doc="micro-batches from the sampler, or monolingual topic-diverse batches",
+    batches: str = option("sampler", doc="micro-batches from the sampler (neither), monolingual topic-diverse batches "
+                                         "(language_topic), monolingual only (language) or topic-balanced only "
+                                         "(topic)",
                           choices=BATCHES, source=_BDUMDR + " Src/tevatron (Tevatron's shuffled mix of all languages, "
                                                   "paper 004 §4.1; the full method's batches are language_topic)")
     languages: str | dict[str, str] = option("source", doc="row languages: the source's, column:<key> or "
@@ -258,6 +283,7 @@ class Mined(Method):
         self._weights: np.ndarray | None = None
         self._epochs: dict[int, list[list[int]]] = {}
         self._position: dict[tuple[int, int], int] = {}
+        self._batch_mode = "sampler"
 
     # ------------------------------------------------------------------ options
     def resolve_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -272,7 +298,11 @@ class Mined(Method):
         opts = self.resolve_options(dict(spec.method_options))
         if not opts["mine"]:
             return []
-        return [DataStage("mined", "hard-negative mining", {k: opts[k] for k in MINING_OPTIONS})]
+        config = {k: opts[k] for k in MINING_OPTIONS}
+        config.update({k: opts[k] for k, default in LATER_MINING_OPTIONS.items() if opts[k] != default})
+        if opts["judge"] == "oracle":          # the oracle reads the planted truth: part of its pool's identity
+            config["truth"] = opts["truth"]
+        return [DataStage("mined", "hard-negative mining", config)]
 
     def plan_notes(self, spec: TrainSpec) -> list[str]:
         """The mining estimate of a dry run, for ``plan_queries`` queries over ``plan_docs`` documents
@@ -333,26 +363,32 @@ class Mined(Method):
         uses_bm25 = any(str(r).lower() == "bm25" for r in opts["retrievers"])
         sources = named_sources(list(opts["retrievers"]),
                                 self._bm25_language(src, opts["bm25_language"]) if uses_bm25 else "en")
-        judge_key = json.dumps(["judge", opts["judge"], opts["judge_mode"], opts["judge_max_tokens"],
-                                opts["judge_batch_size"]])
-        if judge_key not in _LOADED:
-            _LOADED[judge_key] = make_judge(opts["judge"], mode=opts["judge_mode"],
-                                            max_new_tokens=opts["judge_max_tokens"],
-                                            max_tokens=opts["judge_max_tokens"], batch_size=opts["judge_batch_size"])
-        judge = _LOADED[judge_key]
+        if opts["judge"] == "oracle":
+            judge = self._oracle(src, opts)
+        else:
+            judge_key = json.dumps(["judge", opts["judge"], opts["judge_mode"], opts["judge_max_tokens"],
+                                    opts["judge_batch_size"]])
+            if judge_key not in _LOADED:
+                _LOADED[judge_key] = make_judge(opts["judge"], mode=opts["judge_mode"],
+                                                max_new_tokens=opts["judge_max_tokens"],
+                                                max_tokens=opts["judge_max_tokens"],
+                                                batch_size=opts["judge_batch_size"])
+            judge = _LOADED[judge_key]
         cache = cache_root()
         flt = None
         if judge is not None:
             flt = JudgeFilter(judge, opts["filter_mode"], VoteCache(cache), batch_size=opts["judge_batch_size"],
                               only_rows=_judge_subset(len(src.rows), opts["judge_rows"], opts["mining_seed"]),
-                              depth=opts["judge_depth"])
+                              depth=opts["judge_depth"], reference=opts["judge_reference"] == "positive")
         generation = None
         if opts["generate"] != "none":
-            gen_key = json.dumps(["generate", opts["generate"], opts["generate_max_tokens"], opts["judge_batch_size"]])
+            spec = self._mift_generator(opts["generate"], opts["mift"], cache) if opts["mift"] else opts["generate"]
+            gen_key = json.dumps(["generate", spec, opts["generate_max_tokens"], opts["judge_batch_size"]])
             if gen_key not in _LOADED:
-                _LOADED[gen_key] = make_generator(opts["generate"], max_new_tokens=opts["generate_max_tokens"],
+                _LOADED[gen_key] = make_generator(spec, max_new_tokens=opts["generate_max_tokens"],
                                                   batch_size=opts["judge_batch_size"])
-            generation = Generation(_LOADED[gen_key], TextCache(cache), batch_size=opts["judge_batch_size"])
+            generation = Generation(_LOADED[gen_key], TextCache(cache), batch_size=opts["judge_batch_size"],
+                                    mode=opts["generate_mode"])
         corpus_opt = opts["corpus"]
         corpus_path = corpus_opt.get(src.name) if isinstance(corpus_opt, Mapping) else corpus_opt
         corpus = read_corpus(corpus_path) if corpus_path else None
@@ -363,6 +399,41 @@ class Mined(Method):
         log.info("mining %d rows of %s (%s, k=%d)", len(src.rows), src.name, opts["strategy"], opts["k"])
         mine_rows(src.rows, factory, out, settings, corpus=corpus, progress=True, overwrite=True, judge_filter=flt,
                   generation=generation)
+
+    @staticmethod
+    def _oracle(src: TrainingSource, opts: Mapping[str, Any]) -> TruthJudge:
+        """The informative tiny judge: the source's planted false negatives from ``truth``."""
+        if not opts["truth"] or not Path(opts["truth"]).is_file():
+            raise ConfigError("mined: judge 'oracle' needs option 'truth', a synthetic world's truth.json "
+                              f"(got {opts['truth']!r})")
+        truth = json.loads(Path(opts["truth"]).read_text(encoding="utf-8"))
+        by_id = {t["id"]: t for t in truth.get("train", [])}
+        for domain in (truth.get("domains") or {}).values():
+            by_id.update({t["id"]: t for t in domain.get("train", [])})
+        planted = [(row.query, row.neg[j]) for row in src.rows
+                   for j in by_id.get(row.meta.get("id"), {}).get("false_negative_negs", []) if j < len(row.neg)]
+        return TruthJudge(planted, error=float(opts["judge_error"]), seed=int(opts["mining_seed"]))
+
+    @staticmethod
+    def _mift_generator(generate: str, instructions: str, cache: Path) -> str:
+        """The generator spec after MIFT: the generator's model LoRA-fine-tuned on the summarisation
+        instructions of ``instructions`` (``methods.mining.mift``), merged, kept under ``<cache>/mift/<key>``."""
+        kind, _, model = generate.partition(":")
+        if kind not in ("transformers", "vllm") or not model:
+            raise ConfigError(f"mined: mift fine-tunes a local model (generate: transformers:<model> or vllm:<model>), "
+                              f"got generate {generate!r}")
+        rows = read_instruction_rows(instructions)
+        examples = summarisation_examples(rows)
+        settings = MiftSettings()
+        from methods.mining.judge_hf import _resolve
+
+        base, gguf, _ = _resolve(model)
+        key = content_key({"mift": 1, "base": base, "gguf": gguf, "examples": examples, "settings": settings.__dict__})
+        folder = cache / "mift" / key
+        with claim(folder, f"MIFT of {model}"):
+            if not (folder / "mift.json").is_file():
+                mift_train(base, examples, folder, settings, gguf_file=gguf)
+        return f"{kind}:{folder}"
 
     @staticmethod
     def _bm25_language(src: TrainingSource, option: Any) -> str:
@@ -414,7 +485,8 @@ class Mined(Method):
             weights = loss_weights(languages, topics, mode=opts["weights"],
                                    language_weight=float(opts["language_weight"]),
                                    topic_weight=float(opts["topic_weight"]))
-        return {"examples": examples, "languages": languages, "topics": topics, "weights": weights}
+        return {"examples": examples, "languages": languages, "topics": topics, "weights": weights,
+                "batches": opts["batches"]}
 
     @staticmethod
     def _query_embedder(opts: dict[str, Any], spec: TrainSpec):
@@ -446,24 +518,29 @@ class Mined(Method):
         self._weights = prepared.get("weights")
         self._position = {ex: i for i, ex in enumerate(self._examples)}
         self._epochs = {}
+        self._batch_mode = str(prepared.get("batches") or "language_topic")
 
     def configure(self, ctx) -> None:
         self.use_prepared(ctx.prepared)
-        if ctx.options["batches"] == "language_topic" and ctx.world_size > 1:
-            raise ConfigError("mined: language_topic batches run on one process (the batch of a step is drawn "
+        self._batch_mode = ctx.options["batches"]
+        if self._batch_mode != "sampler" and ctx.world_size > 1:
+            raise ConfigError(f"mined: {self._batch_mode} batches run on one process (the batch of a step is drawn "
                               "whole); train without accelerate's several processes")
 
     def _epoch(self, epoch: int, size: int, seed: int) -> list[list[int]]:
         """Epoch ``epoch``'s batches (the current and the first epoch are kept)."""
         if epoch not in self._epochs:
             keep = {e: b for e, b in self._epochs.items() if e == 0}
-            keep[epoch] = language_topic_batches(self._languages, self._topics, size, shuffle=True,
-                                                 seed=seed + epoch)
+            # Table 7's compositions: a label a mode ignores is one value for every row
+            n = len(self._examples)
+            langs = self._languages if self._batch_mode in ("language_topic", "language") else ["all"] * n
+            tops = self._topics if self._batch_mode in ("language_topic", "topic") else ["all"] * n
+            keep[epoch] = language_topic_batches(langs, tops, size, shuffle=True, seed=seed + epoch)
             self._epochs = keep
         return self._epochs[epoch]
 
     def make_batch(self, examples: list[tuple[int, int]], ctx, micro_index: int):
-        if ctx.options["batches"] != "language_topic":
+        if ctx.options["batches"] == "sampler":
             return super().make_batch(examples, ctx, micro_index)
 
         size = len(examples)
