@@ -90,6 +90,7 @@ ANCE_WARMUPS = ("data", "bm25", "model")
 _WARMUP_NEGATIVES = ("OpenMatch/COCO-DR warmup/commands/run_bm25_warmup.sh (trains on triples.train.small.tsv: the "
                      "collection's BM25 negatives, none re-mined)")
 KMEANS_METRICS = ("l2", "dot")
+OPTIMIZERS = ("adamw", "lamb")
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,10 @@ class ClusterDROOptions(BaseLossOptions):
     coco: dict[str, object] | None = option(None, doc="COCO pretraining first: {preset, train, options} "
                                                       "(the +COCO rows)",
                                             source="harness default: none (plain fine-tuning rows of paper 001)")
+    optimizer: str = option("adamw", doc="the model's optimizer: AdamW (paper 001 §5.1) or LAMB (the released "
+                                         "warm-up and ANCE commands: --optimizer lamb; methods.lamb)",
+                            choices=OPTIMIZERS,
+                            source="paper 001 §5.1 (AdamW); the released scripts use LAMB: optimizer lamb")
     warmup: dict[str, object] | None = option(None, doc="BM25 warm-up stage first: {preset, train, options} of a "
                                                         "dro-erm run on the collection's BM25 negatives (the "
                                                         "released warmup/ stage); COCO, when set, runs before it",
@@ -255,8 +260,8 @@ class ClusterDRO(Method):
         from methods.dro_erm import DroERM
 
         own = dict(spec.method_options)
-        options = {**{k: own[k] for k in ("coco", "loss") if k in own}, "ance_refresh_steps": 0, "ance_warmup": "data",
-                   **dict(warm.get("options") or {})}
+        options = {**{k: own[k] for k in ("coco", "loss", "optimizer") if k in own}, "ance_refresh_steps": 0,
+                   "ance_warmup": "data", **dict(warm.get("options") or {})}
         limits = {"limits": spec.limits} if spec.limits else {}
         return DroERM.spec(str(warm.get("preset", "tiny")), **{"model": spec.model, "seed": spec.seed,
                                                                **dict(warm.get("train") or {}),
@@ -285,6 +290,15 @@ class ClusterDRO(Method):
         coco = self.coco_spec(spec)
         return [] if coco is None else [Stage("coco", "COCO pretraining (coco)", "coco", coco, starts_from=True,
                                               sources=self._given_sources("coco", self._stage_option(spec, "coco")))]
+
+    def make_optimizer(self, spec: TrainSpec, groups: list[dict[str, Any]]) -> torch.optim.Optimizer | None:
+        """LAMB (:mod:`methods.lamb`) with the spec's lr, betas and eps when the option ``optimizer`` is ``lamb``;
+        else the trainer's AdamW."""
+        if self.resolve_options(dict(spec.method_options))["optimizer"] != "lamb":
+            return None
+        from methods.lamb import Lamb
+
+        return Lamb(groups, lr=spec.lr, betas=spec.adam_betas, eps=spec.adam_eps)
 
     def configure(self, ctx: TrainContext) -> None:
         opts = ctx.options

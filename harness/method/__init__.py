@@ -198,6 +198,11 @@ class Method:
         """The model's representation head (None: the spec's dense pooling)."""
         return None
 
+    def make_optimizer(self, spec: TrainSpec, groups: list[dict[str, Any]]) -> torch.optim.Optimizer | None:
+        """The model's optimizer over the trainer's parameter ``groups`` (with and without weight decay);
+        None (the default): AdamW with the spec's ``lr``, ``adam_betas`` and ``adam_eps``."""
+        return None
+
     def configure(self, ctx: TrainContext) -> None:
         """Called once before training/resuming."""
 

@@ -141,6 +141,9 @@ class Trainer:
                 (no_decay if p.ndim < 2 or name.endswith(".bias") else decay).append(p)
         groups = [{"params": decay, "weight_decay": self.spec.weight_decay},
                   {"params": no_decay, "weight_decay": 0.0}]
+        custom = self.method.make_optimizer(self.spec, groups)     # e.g. LAMB (a method's own optimizer)
+        if custom is not None:
+            return custom
         kwargs = {"fused": True} if next(model.parameters()).is_cuda else {}
         return torch.optim.AdamW(groups, lr=self.spec.lr, betas=self.spec.adam_betas, eps=self.spec.adam_eps,
                                  **kwargs)
