@@ -6,8 +6,10 @@ sentence-transformers training data on the hub (tDRO README, "Dataset sources");
 hotpotqa, medmcqa, miracl, mr_tydi_combined, msmarco, t2ranking, and tDRO's nq/trivia preparations are
 from elsewhere) are placed by hand as ``<set>.jsonl`` in any release row shape
 (:mod:`suites.training_data._release`).  tDRO mined hard negatives for several English sets with
-bge-base-en-v1.5 (tdro data/HN_mine.md); the hub files carry only their own negatives (AllNLI, quora
-triplets), so an exact reproduction places tDRO's processed files under the same names.
+bge-base-en-v1.5 (tdro data/HN_mine.md; the paper says BGE-large-en-1.5); the hub files carry only their own
+negatives (AllNLI, quora triplets), so an exact reproduction places tDRO's processed files under the same names,
+or mines them here: ``--option mine_negatives=BAAI/bge-base-en-v1.5`` (the code) or ``BAAI/bge-large-en-v1.5``
+(the paper), :mod:`suites.training_data.tdro_mining`.
 
 Deduplication (:mod:`suites.training_data.dedup`): ``--option eval_queries=PATH[,PATH...]`` names the
 evaluation queries (BEIR ``queries.jsonl`` files or folders, MIRACL ``topics*.tsv``); each set's rows
@@ -23,6 +25,7 @@ from harness.data.builders import BuildContext, DataRecipe, RecipeOption, Source
 from harness.errors import ConfigError
 from suites.training_data._release import iter_release_rows, read_eval_queries
 from suites.training_data.dedup import LEVELS, EvalIndex
+from suites.training_data.tdro_mining import CODE_MODEL, MINED_SETS, PAPER_MODEL, mine_set, parse_depth
 
 ST_HUB = "sentence-transformers/embedding-training-data"
 ST_LICENCE = "per file, see the dataset card of sentence-transformers/embedding-training-data"
@@ -132,6 +135,16 @@ class TdroRecipe(DataRecipe):
                                             "duplicate", "tdro data/inspect_duplicates.py: SimhashIndex(k=2)", int),
         "max_rows": RecipeOption(0, "keep at most this many rows per set after deduplication (0: all)",
                                  "amazon_review_2018_1m keeps 999,999 rows (paper 000 Table 2)", int),
+        "mine_negatives": RecipeOption("", f"mine the hard negatives of the sets tDRO mined ({len(MINED_SETS)}, "
+                                           f"suites/training_data/tdro_mining.py) with this dense model: "
+                                           f"{PAPER_MODEL} (the paper) or {CODE_MODEL} (the released recipe); "
+                                           "empty: keep each row's own negatives",
+                                       "paper 000 Datasets (BGE-large-en-1.5) / tdro data/HN_mine.md "
+                                       "(bge-base-en-v1.5)"),
+        "mine_depth": RecipeOption("2,100", "rank range 'start,end' the mined negatives are drawn from",
+                                   "tdro data/build_train_hn_dp.py: depth [2, 100], top-100"),
+        "mine_samples": RecipeOption(16, "mined negatives drawn per row", "tdro data/build_train_hn_dp.py: n_sample 16",
+                                     int),
     }
 
     def selected(self, options: dict[str, Any]) -> list[str]:
@@ -148,6 +161,9 @@ class TdroRecipe(DataRecipe):
         EvalIndex(options["dedup"], options["simhash_distance"])
         if options["max_rows"] < 0:
             raise ConfigError("tdro: max_rows must be >= 0")
+        parse_depth(options["mine_depth"])
+        if options["mine_samples"] < 1:
+            raise ConfigError("tdro: mine_samples must be >= 1")
 
     def inputs(self, options: dict[str, Any]) -> list[Path]:
         return [Path(p.strip()).expanduser() for p in str(options["eval_queries"]).split(",") if p.strip()]
@@ -208,4 +224,14 @@ class TdroRecipe(DataRecipe):
 
         metadata = {"language": language, "task": category, "prompt": PROMPTS[subset],
                     "symmetric": subset in SYMMETRIC, "paper_size": paper_size}
+        model = str(ctx.options["mine_negatives"] or "")
+        if model and subset in MINED_SETS:
+            def mined() -> Iterator[dict[str, Any]]:
+                kept = list(rows())
+                stats.update({"mined_with": model, "mined_rows": len(kept)})
+                yield from mine_set(kept, model, depth=parse_depth(ctx.options["mine_depth"]),
+                                    n_sample=int(ctx.options["mine_samples"]))
+
+            metadata["negatives"] = f"mined with {model}"
+            return SubsetResult(mined(), metadata, stats)
         return SubsetResult(rows(), metadata, stats)
