@@ -17,12 +17,16 @@ if TYPE_CHECKING:
 
 
 def result_frame(path: str | Path, per_query: bool = False) -> pd.DataFrame:
-    """One stored result: columns ``result, dataset, metric, value, n_queries`` (aggregates), or
-    ``result, dataset, query_id, metric, value`` (``per_query``).  ``result`` is the result's name."""
+    """One stored result: columns ``result, dataset, split, model, card, metric, value, n_queries``
+    (aggregates), or ``result, dataset, split, model, card, query_id, metric, value`` (``per_query``).
+    ``result`` is the result's name, ``model`` the model it was evaluated with, ``card`` its protocol
+    card's fingerprint (results with equal cards are comparable)."""
     stored = load_result(path)
     frame = stored.evaluation.to_frame(per_query)
-    frame.insert(0, "dataset", stored.card.dataset)
-    frame.insert(0, "result", stored.name)
+    for column, value in reversed((("result", stored.name), ("dataset", stored.card.dataset),
+                                   ("split", stored.card.split),
+                                   ("model", stored.manifest.get("model")), ("card", stored.card.fingerprint()))):
+        frame.insert(0, column, value)
     return frame
 
 

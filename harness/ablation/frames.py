@@ -20,6 +20,7 @@ baseline's own rows, as in the aggregate rows).
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,11 +28,11 @@ import numpy as np
 
 from harness.ablation.axes import FinishedSuite, baseline_system, suite_systems
 from harness.ablation.paths import report_dir
-from harness.ablation.spec import AblationSuite, load_suite
-from harness.errors import InputError
+from harness.ablation.spec import AblationSuite, load_suite, parse_suite
+from harness.errors import HarnessError, InputError
 from harness.evaluation_result import EvaluationResult
 from harness.io.readers import read_json_object
-from harness.io.results_layout import COMPARISONS_FILE
+from harness.io.results_layout import COMPARISONS_FILE, RESOLVED_SUITE_FILE
 from harness.store import StoredResult
 
 if TYPE_CHECKING:
@@ -50,15 +51,43 @@ def _comparisons(suite: AblationSuite, scale: str, results_root: str | Path) -> 
     return data
 
 
+def suite_from_results(folder: str | Path) -> tuple[AblationSuite, str, Path] | None:
+    """A suite's report folder (``<results root>/suites/<suite>/<scale>``, holding the resolved suite that
+    ``harness run`` writes) -> (the suite, its scale, the results root); None for anything else.
+
+    The suite file of that name is used when it still reads as the run recorded it; otherwise the suite
+    is rebuilt from the recorded copy, so a results folder stays readable after its file changed."""
+    folder = Path(folder)
+    lock = folder / RESOLVED_SUITE_FILE
+    if not folder.is_dir() or not lock.is_file():
+        return None
+    data = read_json_object(lock, "resolved suite")
+    raw, scale = data.get("suite"), data.get("scale")
+    if not isinstance(raw, dict) or not isinstance(scale, str):
+        raise InputError(lock, "expected 'suite' (the suite file's content) and 'scale'; rerun the suite to rewrite it")
+    try:
+        current = load_suite(str(raw.get("name")))
+    except HarnessError:
+        current = None
+    same = current is not None and json.loads(json.dumps(current.raw, default=str)) == raw
+    suite = current if same and current is not None else parse_suite(raw, lock)
+    return suite, scale, folder.parents[2]
+
+
 def suite_frame(suite: AblationSuite | str | Path, scale: str = "tiny", results_root: str | Path = "results",
                 per_query: bool = False) -> pd.DataFrame:
-    """The finished suite ``suite`` (an :class:`AblationSuite`, a suite name or a suite file) at ``scale``
-    under ``results_root`` as a long DataFrame (columns in the module docstring).  A suite that has not
+    """The finished suite ``suite`` (an :class:`AblationSuite`, a suite name, a suite file, or its report folder
+    ``<results root>/suites/<suite>/<scale>``, which also gives the scale and results root) at ``scale`` under
+    ``results_root`` as a long DataFrame (columns in the module docstring).  A suite that has not
     finished is a ConfigError naming the command that finishes it."""
     import pandas as pd
 
     if not isinstance(suite, AblationSuite):
-        suite = load_suite(suite)
+        found = suite_from_results(suite)
+        if found:
+            suite, scale, results_root = found
+        else:
+            suite = load_suite(suite)
     finished = FinishedSuite(suite, scale, results_root)       # refuses an unfinished suite, naming the command
     cfg = suite.scale(scale)
     base_system = baseline_system(suite)

@@ -40,15 +40,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                              description="Export a finished suite: columns variant, label, benchmark, kind, metric, "
                                          "value, n_queries, delta, ci_low, ci_high, p, p_adjusted, significant "
                                          "(--per-query: variant, label, benchmark, query_id, metric, value, delta).")
-    suite.add_argument("suite", help="suite name (suites/ablations/<name>.yaml) or path to a suite file")
+    suite.add_argument("suite", help="suite name (suites/ablations/<name>.yaml), path to a suite file, or the suite's "
+                                     "report folder (results/suites/<suite>/<scale>: gives the scale and root too)")
     suite.add_argument("--scale", default="tiny", help="the scale the suite ran at (default: tiny)")
     suite.add_argument("--results-root", type=Path, default=Path("results"), help="the suite's results directory")
     _common(suite)
     suite.set_defaults(func=run_export)
     results = kinds.add_parser("results", help="every stored result under a folder",
                                description="Export every stored result directory under a folder: columns result, "
-                                           "dataset, metric, value, n_queries (--per-query: result, dataset, "
-                                           "query_id, metric, value).")
+                                           "dataset, split, model, card, metric, value, n_queries (--per-query: "
+                                           "query_id instead of n_queries).")
     results.add_argument("folder", type=Path, help="a result directory, or a folder holding result directories")
     _common(results)
     results.set_defaults(func=run_export)

@@ -83,7 +83,8 @@ def test_result_frames_of_a_folder(finished):
         metrics = json.loads((folder / name / "metrics.json").read_text())
         assert dict(zip(rows.metric, rows.value)) == metrics
     one = result_frame(folder / "bm25" / "cjk_qa", per_query=True)
-    assert list(one.columns) == ["result", "dataset", "query_id", "metric", "value"] and len(one) == 30 * 3
+    assert list(one.columns) == ["result", "dataset", "split", "model", "card", "query_id", "metric", "value"]
+    assert len(one) == 30 * 3 and set(one.model) == {"bm25"} and set(one.split) == {"test"}
 
 
 def test_export_cli_writes_csv_and_parquet_atomically(finished, tmp_path, capsys):
@@ -103,7 +104,7 @@ def test_export_cli_writes_csv_and_parquet_atomically(finished, tmp_path, capsys
                                   check_dtype=False)
     assert main(["export", "results", str(report_dir(root, suite.name, SCALE) / "results")]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("result,dataset,metric,value,n_queries\n") and out.count("\n") == 1 + 6 * 3
+    assert out.startswith("result,dataset,split,model,card,metric,value,n_queries\n") and out.count("\n") == 1 + 6 * 3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cells.csv", "queries.parquet"]   # no temporary files
 
 
@@ -120,3 +121,13 @@ def test_export_errors_are_clear(finished, tmp_path, capsys):
     assert main(["export", "results", str(tmp_path)]) == 2
     assert "holds no stored result" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_a_suite_is_found_by_its_report_folder(finished):
+    """suite_frame(<root>/suites/<suite>/<scale>): the folder names the suite, its scale and the results root."""
+    suite, root = finished
+    folder = report_dir(root, suite.name, SCALE)
+    by_folder = suite_frame(folder)                     # no scale, no results root: both come from the folder
+    expected = suite_frame(suite, SCALE, root)
+    assert by_folder.equals(expected)
+    assert suite_frame(str(folder), per_query=True).equals(suite_frame(suite, SCALE, root, per_query=True))
