@@ -257,13 +257,11 @@ class ClusterDRO(Method):
         warm = self._stage_option(spec, "warmup")
         if warm is None:
             return None
-        from methods.dro_erm import DroERM
-
         own = dict(spec.method_options)
         options = {**{k: own[k] for k in ("coco", "loss", "optimizer") if k in own}, "ance_refresh_steps": 0,
                    "ance_warmup": "data", **dict(warm.get("options") or {})}
         limits = {"limits": spec.limits} if spec.limits else {}
-        return DroERM.spec(str(warm.get("preset", "tiny")), **{"model": spec.model, "seed": spec.seed,
+        return self.named("dro-erm").spec(str(warm.get("preset", "tiny")), **{"model": spec.model, "seed": spec.seed,
                                                                **dict(warm.get("train") or {}),
                                                                "method_options": options, **limits})
 
