@@ -27,6 +27,7 @@ import traceback
 from harness.cli._types import positive_int
 from harness.encoders.threads import apply_threads, set_thread_environment
 from harness.errors import ConfigError, HarnessError
+from harness.progress import PROGRESS_ENV
 
 log = logging.getLogger("harness")
 
@@ -39,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train, ablate and statistically compare text retrievers.",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="warnings and errors only, and no progress bars (the result still prints)")
+    parser.add_argument("--progress", action="store_true",
+                        help="progress bars even when stderr is not a terminal (default: on a terminal only)")
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback of an error (default: one line naming file, line and problem)")
     parser.add_argument("--threads", type=positive_int, default=None,
@@ -56,11 +61,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def setup_logging(verbosity: int) -> None:
+def setup_logging(verbosity: int, quiet: bool = False) -> None:
     level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    # Our own progress messages are useful at the default level.
-    logging.getLogger("harness").setLevel(min(level, logging.INFO))
+    # Our own progress messages are useful at the default level (not with --quiet).
+    logging.getLogger("harness").setLevel(logging.WARNING if quiet else min(level, logging.INFO))
+
+
+def _set_progress(args: argparse.Namespace) -> None:
+    """--quiet and ``run --no-progress`` turn bars off, --progress forces them on; the choice goes into the
+    environment (harness.progress), so worker processes follow it."""
+    if args.quiet or getattr(args, "no_progress", False):
+        os.environ[PROGRESS_ENV] = "off"
+    elif args.progress:
+        os.environ[PROGRESS_ENV] = "on"
 
 
 def _quiet_libraries() -> None:
@@ -112,11 +126,19 @@ def main(argv: list[str] | None = None) -> int:
         set_thread_environment(early)
     parser = build_parser()
     args = parser.parse_args(argv)
-    setup_logging(args.verbose)
+    setup_logging(args.verbose, args.quiet)
+    _set_progress(args)
     prefix = f"harness {args.command}"
     try:
         _set_threads(args.threads)
-        result = args.func(args)
+        if sys.stderr.isatty():
+            # log lines printed above the bars instead of through them
+            from tqdm.contrib.logging import logging_redirect_tqdm  # lazy (start-up speed): imports tqdm
+
+            with logging_redirect_tqdm(loggers=[logging.getLogger()]):
+                result = args.func(args)
+        else:
+            result = args.func(args)
         sys.stdout.flush()                  # a closed pipe fails here, inside the handler, not at exit
     except BrokenPipeError:
         _silence_stdout()

@@ -32,6 +32,7 @@ import numpy as np
 from harness.encoders.shards import ShardClaims, check_shard_vectors, write_shard
 from harness.encoders.texts import detached
 from harness.errors import ConfigError, HarnessError
+from harness.progress import bar_disabled
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +199,7 @@ def encode_shards(encoder: Any, devices: Sequence[str], shards: Sequence[tuple[i
     total = sum(count for _, _, count in shards)
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
                              initargs=(queue, threads)) as pool, \
-            tqdm(total=total, desc=f"encode docs on {workers} devices", unit="text", disable=not progress,
+            tqdm(total=total, desc=f"encode docs on {workers} devices", unit="text", disable=bar_disabled(progress),
                  leave=False) as bar:
         def submit() -> None:
             shard = next_shard()

@@ -49,6 +49,7 @@ from harness.encoders.settings import (
 )
 from harness.encoders.texts import detached
 from harness.errors import ConfigError, InputError
+from harness.progress import bar_disabled
 
 log = logging.getLogger(__name__)
 
@@ -304,7 +305,7 @@ class HFEncoder(Encoder):
         pad_id = int(tokenizer.pad_token_id)
         autocast = (torch.autocast(device_type="cuda", dtype=self.dtype)
                     if self.device.type == "cuda" and self.dtype != torch.float32 else contextlib.nullcontext())
-        with torch.inference_mode(), autocast, tqdm(total=n, desc=desc, unit="text", disable=not progress,
+        with torch.inference_mode(), autocast, tqdm(total=n, desc=desc, unit="text", disable=bar_disabled(progress),
                                                      leave=False) as bar:
             for start in range(0, n, step):
                 rows = order[start:start + step]

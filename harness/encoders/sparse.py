@@ -51,6 +51,7 @@ from harness.encoders.sparse_echo import (
 from harness.encoders.sparse_vectors import SparseVectors
 from harness.encoders.texts import detached
 from harness.errors import ConfigError, InputError
+from harness.progress import bar_disabled
 
 DEFAULT_TOKEN_BUDGET = 8192     # tokens per forward: bounds the (tokens x vocabulary) logits in memory
 
@@ -184,8 +185,8 @@ class SparseMLMEncoder(Encoder):
         blocks: list[SparseVectors] = []
         autocast = (torch.autocast(device_type="cuda", dtype=self.dtype)
                     if self.device.type == "cuda" and self.dtype != torch.float32 else contextlib.nullcontext())
-        with torch.inference_mode(), autocast, tqdm(total=len(ids), desc=desc, unit="text", disable=not progress,
-                                                     leave=False) as bar:
+        with torch.inference_mode(), autocast, tqdm(total=len(ids), desc=desc, unit="text",
+                                                     disable=bar_disabled(progress), leave=False) as bar:
             for rows in self._batches(lengths, order, batch_size or self.batch_size):
                 input_ids, mask = _pad_right([ids[i] for i in rows], lengths[rows], pad_id)
                 mask = mask.to(self.device)
@@ -318,8 +319,8 @@ class EchoSparseEncoder(SparseMLMEncoder):
         autocast = (torch.autocast(device_type="cuda", dtype=self.dtype)
                     if self.device.type == "cuda" and self.dtype != torch.float32 else contextlib.nullcontext())
         with torch.inference_mode(), autocast, tqdm(total=len(rows), desc=f"encode {side}s (echo)" if self.echo
-                                                     else f"encode {side}s", unit="text", disable=not progress,
-                                                     leave=False) as bar:
+                                                     else f"encode {side}s", unit="text",
+                                                     disable=bar_disabled(progress), leave=False) as bar:
             for batch in self._batches(lengths, order, batch_size or self.batch_size):
                 input_ids, attention, pooling = pad_echo_rows([rows[i] for i in batch], pad_id)
                 columns = pooling.any(dim=0).nonzero()

@@ -63,6 +63,7 @@ from tqdm import tqdm
 from harness.data.beir import Corpus, Queries
 from harness.data.run import Run
 from harness.errors import ConfigError, InputError
+from harness.progress import bar_disabled
 from harness.protocol import BM25_TIES, DEFAULT_BM25_TIES
 from harness.retrieval.java import ensure_jvm, quiet_anserini_logging
 
@@ -332,7 +333,7 @@ def _write_index(corpus: Corpus, analyzer: Analyzer, key: dict[str, Any], path: 
     indexer = LuceneIndexer(args=["-index", str(path), *analyzer.index_args], threads=threads)
     passages = corpus.passages()
     try:
-        with tqdm(total=len(corpus), desc="BM25 index", unit="doc", disable=None, leave=False) as bar:
+        with tqdm(total=len(corpus), desc="BM25 index", unit="doc", disable=bar_disabled(), leave=False) as bar:
             for begin in range(0, len(corpus), INDEX_BATCH):
                 end = min(begin + INDEX_BATCH, len(corpus))
                 indexer.add_batch_raw([json.dumps({"id": corpus.ids[i], "contents": passages[i]}, ensure_ascii=False)
@@ -412,7 +413,7 @@ def _parallel_search(searcher: Any, analyzer: Any, texts: list[str], k: int,
     errors: list[BaseException] = []
     lock = threading.Lock()
     stop = threading.Event()
-    bar = tqdm(total=len(texts), desc="BM25 search", unit="q", disable=None, leave=False)
+    bar = tqdm(total=len(texts), desc="BM25 search", unit="q", disable=bar_disabled(), leave=False)
 
     def work() -> None:
         import jnius

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.io import atomic_write
+from harness.progress import bar_disabled
 
 log = logging.getLogger(__name__)
 LOG_FILE = "train_log.jsonl"
@@ -49,7 +50,8 @@ class TrainLogger:
         if progress:
             from tqdm.auto import tqdm
 
-            self._bar = tqdm(total=total_steps, initial=resume_step, desc="train", unit="step", dynamic_ncols=True)
+            self._bar = tqdm(total=total_steps, initial=resume_step, desc="train", unit="step", dynamic_ncols=True,
+                             disable=bar_disabled())
 
     def write(self, record: dict[str, Any], persist: bool = True) -> None:
         """Record one step (to the files only when ``persist``; the progress bar always moves)."""
