@@ -64,7 +64,16 @@ def test_variants_differ_only_in_their_ablated_options():
         lambdas.append(opts["lambda_q"])
     assert lambdas == sorted(lambdas) and len(set(lambdas)) == 4
     untrained = {v: c.model for v, c in cells.items() if not c.trains}
-    assert untrained == {"splade-tiny": "splade-tiny", "bm25": "bm25", "minilm": "minilm"}
+    # the released SPLADE++ / SPLADE-v3 rows evaluate the shipped SPLADE-tiny below paper scale
+    assert untrained == {"splade-tiny": "splade-tiny", "bm25": "bm25", "minilm": "minilm",
+                         "spladepp": "splade-tiny", "spladev3": "splade-tiny"}
+    # SPLADE++-style candidates (naver's InBatchPairwiseNLL) with the BM25 negative; the decoder rows: the paper's
+    for vid, cell in cells.items():
+        if cell.trains:
+            opts = cell.train_spec.method_options
+            expected = "paper" if cell.method == "echo-splade" else "official"
+            assert opts["candidates"] == expected, vid
+            assert cell.train_spec.n_hard_negatives == (0 if expected == "paper" else 1), vid
 
 
 def test_paper_scale_has_paper_003s_settings():
@@ -83,6 +92,20 @@ def test_paper_scale_has_paper_003s_settings():
         assert s.n_hard_negatives == 0 and s.in_batch_negatives          # in-batch negatives only
         assert s.method_options["lambda_warmup_steps"] == 50_000
         assert (s.similarity, s.temperature) == ("dot", 1.0)
+        assert s.method_options["candidates"] == "paper"                   # SpladeRankingLoss: in-batch only
+        # where the paper is silent, naver/splade's trainer: AdamW eps 1e-6, weight decay 0.01, no clipping
+        assert (s.adam_eps, s.weight_decay, s.max_grad_norm, s.grad_accum) == (1e-6, 0.01, 0.0, 1)
+    released = {c.variant.id: c.model for c in expand_train_cells(suite, "paper", load_data=False) if not c.trains}
+    assert released["spladepp"] == "naver/splade-cocondenser-ensembledistil"
+    assert released["spladev3"] == "naver/splade-v3"
+
+
+def test_smoke_scale_runs_the_flops_ramp_and_the_decoder_stand_in():
+    suite = load_suite("splade")
+    cells = {c.variant.id: c for c in expand_train_cells(suite, "smoke", load_data=False)}
+    assert cells["splade"].train_spec.method_options["lambda_warmup_steps"] == 4
+    assert cells["echo-lora"].model == "tiny-decoder-untied" and cells["echo-lora"].train_spec.lora is not None
+    assert cells["spladepp"].model == cells["spladev3"].model == "splade-tiny"
 
 
 def test_paper_dry_run_prints_the_plan(capsys):
@@ -116,7 +139,8 @@ def test_paper_dry_run_prints_gpu_hours(capsys):
 def test_every_layout_loads_at_every_scale():
     suite = load_suite("splade")
     names, default = layout_names(suite)
-    assert default == "table1" and set(names) == {"table1", "ablations", "lambda", "reported"}
+    assert default == "table1" and set(names) == {"table1", "ablations", "lambda", "reported", "table1-reported",
+                                                    "table2-reported"}
     for scale in suite.scales:
         if suite.scale(scale).recipe is not None:
             continue        # a smoke scale's table is the plain comparison table (it checks the code path)
@@ -132,3 +156,19 @@ def test_every_layout_loads_at_every_scale():
         "TREC-COVID", "NFCorpus", "NQ", "HotpotQA", "FiQA-2018", "ArguAna", "Touché-2020", "Quora", "DBPedia",
         "SCIDOCS", "FEVER", "Climate-FEVER", "SciFact"]
     assert all(b.suite == "beir" for b in paper.benchmarks) and len(paper.aggregates["BEIR-13"]) == 13
+
+
+def test_table_layouts_name_every_printed_system_and_dataset():
+    """Tables 1 and 2 of paper 003: every printed column is a reported row; at paper scale every BEIR-13 dataset
+    row and the average are columns."""
+    suite = load_suite("splade")
+    t1 = load_layout(suite, "paper", "table1-reported")
+    printed = [g.reported.reported.column for g in t1.rows if g.reported is not None]
+    assert printed == ["BM25", "ColBERTv2", "SPLADE++", "Spladev3", "ElserV2", "Bert-base +Sent-Trans",
+                       "Echo-Mistral +Sent-Trans"]
+    assert [c.reported_row for c in t1.columns] == [
+        "TREC-COVID", "NFCorpus", "NQ", "HotpotQA", "FiQA-2018", "ArguAna", "Touché-2020", "Quora", "DBPedia",
+        "SCIDOCS", "FEVER", "Climate-FEVER", "SciFact", "Avg"]
+    t2 = load_layout(suite, "paper", "table2-reported")
+    assert [g.reported.reported.column for g in t2.rows if g.reported is not None] == [
+        "LLM2Vec Mistral Supervised", "Echo Embeddings Mistral", "Echo-Mistral SPLADE"]
