@@ -222,7 +222,11 @@ _LORA_PAPER = {"r": 16, "alpha": 8, "dropout": 0.1, "target_modules": list(PROJE
 _PAPER = {
     # Paper 003: SPLADE's paper preset (batch 512, lengths 256 -- the echo doubles them --, lr 2e-5 linear with
     # 6000 warmup steps, 150k steps, lambda warm-up to 50k) on Mistral-7B-v0.3 with QLoRA r 16 alpha 8 dropout
-    # 0.1 on the projections, in-batch negatives only, bf16.
+    # 0.1 on the projections, in-batch negatives only (candidates 'paper', from the splade paper preset), bf16.
+    # The paper's own inconsistencies: section 3.2 says LoRA, section 4.1 QLoRA (here QLoRA, the training recipe;
+    # quantization null is plain LoRA); "a maximum length of 256" is read per occurrence of the text
+    # (build_echo_inputs cuts each braced piece at 256), before echo doubles the sequence; "4 NVIDIA DGX A100
+    # GPUs" (4 GPUs or 4 nodes) only bears on the global batch of 512, which is what is set.
     **Splade.presets["paper"],
     "model": "mistralai/Mistral-7B-v0.3", "pooling": "last", "n_hard_negatives": 0, "precision": "bf16",
     "lora": _LORA_PAPER,
