@@ -19,6 +19,7 @@ from methods.retromae import (
     decoder_attention,
     retromae_loss,
     whole_word_mask,
+    whole_word_masks,
     word_starts,
 )
 
@@ -50,6 +51,19 @@ def test_whole_words_are_masked_together_at_the_rate():
         assert not mask[0] and not mask[-1]
         assert mask[1] == mask[2] and mask[4] == mask[5]                  # a word's pieces go together
         assert mask.sum() == 3                                            # round(11 tokens x 0.3) = 3 tokens
+
+
+def test_a_pool_of_masks_keeps_words_whole_and_fills_the_count_exactly():
+    # 40 tokens: [CLS], 12 two-piece words, 14 one-token words, [SEP]
+    tokens = ["[CLS]"] + [t for i in range(12) for t in (f"w{i}", "##x")] + [f"c{i}" for i in range(14)] + ["[SEP]"]
+    words = word_starts(tokens)
+    maskable = [t not in ("[CLS]", "[SEP]") for t in tokens]
+    masks = whole_word_masks(words, maskable, 0.5, np.random.default_rng(0), 64)
+    assert masks.shape == (64, len(tokens)) and len(tokens) == 40
+    assert (masks.sum(1) == 20).all()                                      # round(40 x 0.5), always reachable
+    pieces = np.array([i for i in range(1, 24, 2)])
+    assert (masks[:, pieces] == masks[:, pieces + 1]).all()                # "w" and its "##x" go together
+    assert not masks[:, [0, 39]].any() and len({m.tobytes() for m in masks}) > 50
 
 
 def test_decoder_rows_never_see_themselves_and_always_see_the_sentence_embedding():
