@@ -50,8 +50,8 @@ METRIC_TOLERANCES: dict[str, float] = {}
 OK, OKISH, IMPROVED, FAIL, ERROR = "OK", "OKish", "IMPROVED", "FAIL", "ERROR"
 _SEVERITY = {OK: 0, OKISH: 1, IMPROVED: 2, FAIL: 3, ERROR: 4}
 FILE_VERSION = 1
-_ENTRY_KEYS = {"id", "command", "result", "metrics", "tolerance", "card_fingerprint", "recorded", "environment",
-               "note"}
+_ENTRY_KEYS = {"id", "command", "result", "metrics", "tolerance", "card_fingerprint", "card", "recorded",
+               "environment", "note"}
 _RECORDED_KEYS = ("by", "at", "commit")
 OUT, SHARED = "{out}", "{shared}"
 
@@ -78,6 +78,8 @@ class Expectation:
     result: str | None = None
     tolerance: dict[str, float] = field(default_factory=dict)
     card_fingerprint: str | None = None
+    # The recorded protocol card's scoring fields: when the fingerprint differs, the check names the fields.
+    card: dict[str, Any] = field(default_factory=dict)
     recorded: dict[str, str] = field(default_factory=dict)
     # Library versions the recorded result was produced under (its manifest's ``versions``): when a number
     # moves, `harness check` prints how today's environment differs from this one.
@@ -95,7 +97,7 @@ class Expectation:
         if self.result:
             out["result"] = self.result
         out["metrics"] = dict(self.metrics)
-        for name in ("tolerance", "card_fingerprint", "note"):
+        for name in ("tolerance", "card_fingerprint", "card", "note"):
             if getattr(self, name):
                 out[name] = getattr(self, name)
         out["recorded"] = dict(self.recorded)
@@ -164,6 +166,9 @@ def _entry(raw: Any, suite: str, path: Path, line: int) -> Expectation:
     environment = raw.get("environment") or {}
     if not isinstance(environment, dict) or not all(isinstance(v, str) for v in environment.values()):
         raise InputError(path, f"entry {ident!r}: 'environment' must map package names to version strings", line)
+    card = raw.get("card") or {}
+    if not isinstance(card, dict):
+        raise InputError(path, f"entry {ident!r}: 'card' must map protocol card fields to their values", line)
     result = raw.get("result")
     if result is not None:
         if not isinstance(result, str) or not result or result.startswith("/"):
@@ -178,7 +183,8 @@ def _entry(raw: Any, suite: str, path: Path, line: int) -> Expectation:
         metrics={str(m): _number(v, path, line, f"expected {m}") for m, v in metrics.items()},
         result=result, tolerance={str(m): _number(v, path, line, f"tolerance of {m}", True)
                                   for m, v in tolerance.items()},
-        card_fingerprint=raw.get("card_fingerprint"), recorded={k: str(v) for k, v in recorded.items()},
+        card_fingerprint=raw.get("card_fingerprint"), card=dict(card),
+        recorded={k: str(v) for k, v in recorded.items()},
         environment={str(k): v for k, v in environment.items()}, note=raw.get("note"), source=path, line=line)
 
 
@@ -298,12 +304,39 @@ def _clear_check_output(out: Path) -> None:
                       "check\n", encoding="utf-8")
 
 
+def check_entries(entries: list[Expectation], *, results_root: str | Path, shared: str | Path | None = None,
+                  reuse: bool = False, runner: Runner = run_harness) -> list[CheckResult]:
+    """:func:`check_entry` for each entry, running each distinct command once: an entry whose command equals an
+    earlier one's ({out} aside; e.g. two tables of one suite run) reads its result from that run's folder."""
+    results: list[CheckResult] = []
+    ran: dict[tuple[str, ...], tuple[Path, Expectation]] = {}
+    for entry in entries:
+        earlier = ran.get(tuple(entry.command))
+        own = child_of(results_root, entry.suite, entry.id, what="suite or entry id")
+        if reuse and is_result_dir(child_of(own, *entry.result.split("/")) if entry.result else own):
+            earlier = None                  # --reuse with its own complete result: read that one
+        if earlier is None:
+            results.append(check_entry(entry, results_root=results_root, shared=shared, reuse=reuse, runner=runner))
+            if results[-1].status != ERROR or results[-1].metrics:
+                ran.setdefault(tuple(entry.command), (own, entry))
+        else:
+            out, first = earlier
+            results.append(check_entry(entry, results_root=results_root, shared=shared, runner=runner,
+                                       out=out, same_as=first.key))
+    return results
+
+
 def check_entry(entry: Expectation, *, results_root: str | Path, shared: str | Path | None = None,
-                reuse: bool = False, runner: Runner = run_harness) -> CheckResult:
-    """Produce (or reuse) the entry's result and compare its metrics with the expected ones."""
-    out = child_of(results_root, entry.suite, entry.id, what="suite or entry id")
+                reuse: bool = False, runner: Runner = run_harness, out: Path | None = None,
+                same_as: str | None = None) -> CheckResult:
+    """Produce (or reuse) the entry's result and compare its metrics with the expected ones.  ``out`` and
+    ``same_as``: the folder an earlier entry's identical command wrote, read instead of running it again."""
+    out = out or child_of(results_root, entry.suite, entry.id, what="suite or entry id")
     result_dir = child_of(out, *entry.result.split("/"), what="part of 'result'") if entry.result else out
-    reused = reuse and is_result_dir(result_dir)
+    reused = (reuse or same_as is not None) and is_result_dir(result_dir)
+    if same_as is not None and not reused:
+        return CheckResult(entry, ERROR, result_dir=result_dir,
+                           message=f"same command as {same_as}, whose run wrote no result directory at {result_dir}")
     if not reused:
         # A fresh {out}: commands that cache their work (suite runs) must produce the result again.
         _clear_check_output(out)
@@ -328,12 +361,38 @@ def check_entry(entry: Expectation, *, results_root: str | Path, shared: str | P
             checks.append(MetricCheck(metric, expected, float(actual), tol, classify(expected, float(actual), tol)))
     status = max((c.status for c in checks), key=_SEVERITY.__getitem__)
     if entry.card_fingerprint and stored.card.fingerprint() != entry.card_fingerprint:
-        problems.append(f"protocol card changed: fingerprint {stored.card.fingerprint()} != "
-                        f"recorded {entry.card_fingerprint}")
+        problems.append(card_change(entry, stored.card))
         status = max(status, FAIL, key=_SEVERITY.__getitem__)
     if status in (FAIL, IMPROVED, ERROR) and checks:
         problems.append(environment_difference(entry.environment, stored.manifest.get("versions")))
-    return CheckResult(entry, status, checks, result_dir, reused, "; ".join(problems))
+    if same_as is not None:
+        problems.insert(0, f"same command as {same_as}: its run reused")
+    return CheckResult(entry, status, checks, result_dir, reused, "; ".join(p for p in problems if p))
+
+
+def _card_fields(card: Any) -> dict[str, Any]:
+    """The card's scoring fields as YAML-friendly values (tuples as lists), as ``record`` stores them."""
+    return yaml.safe_load(yaml.safe_dump(_plain(card.scoring_fields())))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def card_change(entry: Expectation, card: Any) -> str:
+    """What changed in the protocol card since the entry was recorded: the fields by name, with their recorded
+    and current values (entries recorded before cards were stored: the two fingerprints)."""
+    head = f"protocol card changed (fingerprint {card.fingerprint()}, recorded {entry.card_fingerprint})"
+    if not entry.card:
+        return head + "; re-record the entry to store the card's fields, so a check can name what changed"
+    current = _card_fields(card)
+    changed = [f"{name}: {entry.card.get(name)!r} -> {current.get(name)!r}"
+               for name in sorted(set(entry.card) | set(current)) if entry.card.get(name) != current.get(name)]
+    return head + ": " + ("; ".join(changed) if changed else "no field differs (the fingerprint rule changed)")
 
 
 def environment_difference(recorded: dict[str, str], current: Any) -> str:
@@ -426,7 +485,7 @@ def record(*, suite: str, ident: str, result_dir: str | Path, command: list[str]
         metrics={m: round(float(available[m]), EXACT_DECIMALS) for m in names},
         result=result if result is not None else (previous.result if previous else None),
         tolerance=dict(tolerance or (previous.tolerance if previous else {})),
-        card_fingerprint=stored.card.fingerprint(),
+        card_fingerprint=stored.card.fingerprint(), card=_card_fields(stored.card),
         recorded={"by": git_identity(), "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                   "commit": commit},
         environment={str(k): str(v) for k, v in (stored.manifest.get("versions") or {}).items()},

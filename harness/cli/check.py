@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_checks(args: argparse.Namespace) -> int:
     # lazy (start-up speed): imports numpy, yaml
-    from harness.regression import check_entry, exit_status, expected_dir, format_results, load_all
+    from harness.regression import check_entries, exit_status, expected_dir, format_results, load_all
 
     entries = load_all(args.expected_dir, suite=args.suite, ident=args.entry_id)
     if not entries:
@@ -72,8 +72,7 @@ def run_checks(args: argparse.Namespace) -> int:
             raise ConfigError(f"no expected-score entries matching {what}")
         print(f"no expected-score entries in {args.expected_dir or expected_dir()}; nothing to check")
         return 0
-    results = [check_entry(e, results_root=args.results_root, shared=args.shared, reuse=args.reuse)
-               for e in entries]
+    results = check_entries(entries, results_root=args.results_root, shared=args.shared, reuse=args.reuse)
     print(format_results(results, accept_improved=args.accept_improved))
     return exit_status(results, accept_improved=args.accept_improved)
 
