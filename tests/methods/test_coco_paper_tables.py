@@ -171,3 +171,13 @@ def test_figure3_grid_reuses_coco_dr_stages_and_passes_strict_provenance():
     cells = [c for c in expand_train_cells(grid, "paper", load_data=False)]
     assert {(c.spec.method_options["k"], c.spec.method_options["tau"], c.spec.method_options["mode"]) for c in cells} \
         == {(k, t, "paper") for k in (25, 50, 100) for t in (250, 1000, 4000)}
+
+
+def test_worst_domain_view_over_the_beir_sets(finished_paper):
+    """The ablation layout's Worst Δ at paper scale: each row's lowest delta against the baseline over the 17
+    dataset columns (aggregates such as CQADupStack and the averages left out)."""
+    suite, root, scores = finished_paper
+    table = render_layout(suite, "paper", root, "ablation")
+    row = next(r for r in table.rows if r.label == "+COCO +iDRO")
+    deltas = [scores[("coco-idro", b)] - scores[("baseline", b)] for b in BEIR_18]
+    assert row.cells["worst-delta"].value == pytest.approx(min(deltas))
