@@ -24,19 +24,18 @@ QIDS = [f"q{i}" for i in range(6)]
 METRICS = ("ndcg@10", "map@1000", "mrr@10", "success@1", "success@50")
 
 
-@pytest.fixture(scope="module")
-def finished_paper(tmp_path_factory):
-    """A finished paper-scale run (as the runner writes it) with seeded per-query scores for every metric."""
-    root = tmp_path_factory.mktemp("peg-paper")
+def write_finished(root: Path, scale: str):
+    """A finished run of the peg suite at ``scale`` (as the runner writes it) with seeded per-query scores for
+    every metric; returns (suite, root, scores)."""
     suite = load_suite("peg")
     rng = np.random.default_rng(0)
-    report = report_dir(root, suite.name, "paper")
+    report = report_dir(root, suite.name, scale)
     report.mkdir(parents=True)
     cells, scores = [], {}
     for system in suite_systems(suite):
-        for replicate in replicates(suite, system, "paper"):
+        for replicate in replicates(suite, system, scale):
             cells.append({"variant": replicate.id, "key": f"k-{replicate.id}"})
-            for bench in suite.scale("paper").benchmarks:
+            for bench in suite.scale(scale).benchmarks:
                 values = {m: rng.random(len(QIDS)) for m in METRICS}
                 scores[(replicate.id, bench.id)] = values
                 write_result(cell_result_dir(report, replicate.id, bench.id),
@@ -45,6 +44,11 @@ def finished_paper(tmp_path_factory):
                              card=ProtocolCard(suite="cmteb", dataset=bench.id, metrics=METRICS), manifest={})
     (report / SUMMARY_FILE).write_text(json.dumps({"suite": suite.name, "cells": cells}), encoding="utf-8")
     return suite, root, scores
+
+
+@pytest.fixture(scope="module")
+def finished_paper(tmp_path_factory):
+    return write_finished(tmp_path_factory.mktemp("peg-paper"), "paper")
 
 
 def printed_rows(number: int) -> dict[str, list[str]]:
@@ -93,3 +97,21 @@ def test_dureader_tables_put_the_printed_recall10_header_under_recall1(finished_
     assert all(float(cells[1]) < float(cells[0]) for cells in printed.values())
     gain = float(printed["Ours"][1]) - float(printed["BGE (large)"][1])
     assert gain == pytest.approx({3: 3.85, 4: 7.65}[number])       # "about 4%" (Table 3) and "7.65%" (Table 4)
+
+
+def test_at_tiny_scale_the_tables_render_on_stand_ins_with_only_comparable_columns_printed(tmp_path):
+    """Every layout has columns at every scale (a run at tiny validates them all); at tiny the printed numbers sit
+    only under the stand-in average (Table 1) and the stand-in MRR@10 (Tables 3-4), never under Table 2's MAP."""
+    suite, root, scores = write_finished(tmp_path, "tiny")
+    t1 = render_layout(suite, "tiny", root, "table1")
+    ours = next(r for r in t1.rows if r.label == "PEG (paper 002)")
+    assert [ours.cells[c.key].value if c.key in ours.cells else None for c in t1.columns] == \
+        [None, None, None, None, pytest.approx(0.7237)]
+    assert any("not comparable in value" in n for n in t1.notes)
+    t2 = render_layout(suite, "tiny", root, "table2")
+    assert all(r.cells.get(c.key) is None or r.cells[c.key].value is None
+               for r in t2.rows[2:] for c in t2.columns)                        # no printed MAP under MRR@10
+    t3 = render_layout(suite, "tiny", root, "table3")
+    assert next(r for r in t3.rows if r.label == "BGE (large)").cells[t3.columns[0].key].value == \
+        pytest.approx(0.8709)
+    assert t3.rows[1].cells[t3.columns[0].key].value == pytest.approx(scores[("peg", "cjk_qa")]["mrr@10"].mean())

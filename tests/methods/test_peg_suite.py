@@ -73,3 +73,14 @@ def test_paper_scales_pretrain_first_and_rest_on_no_harness_default(monkeypatch,
     spec = cells[0].spec
     assert (spec.pooling, spec.warmup_steps, spec.weight_decay, spec.precision) == ("cls", 0, 0.01, "bf16")
     assert strict_provenance_problems(resolved_settings(suite, scale)) == []
+
+
+@pytest.mark.parametrize("scale", ["tiny", "smoke", "paper-public"])
+def test_every_layout_validates_at_the_scale(capsys, monkeypatch, tmp_path, scale):
+    """A run validates every table layout at its scale first (each must have columns there, except at smoke)."""
+    from harness.cli import main
+
+    monkeypatch.delenv("HARNESS_PEG_DATA", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["run", "peg", "--scale", scale, "--dry-run", "--results-root", str(tmp_path)]) == 0
+    assert f"at scale {scale}: 6 training cells" in capsys.readouterr().out
