@@ -20,13 +20,14 @@ from harness.ablation.axes import baseline_system, replicates, suite_systems
 from harness.ablation.benchmarks import load_benchmark_ref
 from harness.ablation.cells import eval_key
 from harness.ablation.layout import REPORTED_MARK, layout_kind, layout_names, load_layout
-from harness.ablation.paths import cell_result_dir, eval_cell_dir, report_dir
+from harness.ablation.paths import cell_result_dir, eval_cell_dir, report_dir, train_cell_dir
 from harness.ablation.provenance import settings_diff, value_text
 from harness.ablation.spec import AblationSuite
 from harness.benchmark import LoadedBenchmark
 from harness.errors import ConfigError, InputError
 from harness.io.results_layout import CELL_RESULTS_DIR, COMPARISONS_FILE, HTML_DIR
 from harness.store import RUN_FILE, is_result_dir, load_result
+from harness.train.logs import LOG_FILE as TRAIN_LOG_FILE
 from reports.table import MISSING, BodyRow, Table
 from reports.table import layout as table_layout
 
@@ -92,6 +93,7 @@ def suite_inputs(suite: AblationSuite, scale: str, results_root: str | Path, loa
     result_dirs: dict[tuple[str, str], list[Path]] = {}
     run_files: dict[tuple[str, str], Path | None] = {}
     cells: list[CellSource] = []
+    train_logs: dict[str, Path] = {}
     for system, info in zip(ordered, systems):
         for b in cfg.benchmarks:
             for replicate in replicates(suite, system, scale):
@@ -107,6 +109,9 @@ def suite_inputs(suite: AblationSuite, scale: str, results_root: str | Path, loa
                     if step is None:
                         result_dirs.setdefault((system.id, b.id), []).append(path)
                         run_files.setdefault((system.id, b.id), run)
+                        log = _train_log(results_root, path)
+                        if log is not None:
+                            train_logs.setdefault(info.label, log)
     plots = sorted(p for p in folder.rglob("*.png")
                    if p.relative_to(folder).parts[0] not in (CELL_RESULTS_DIR, HTML_DIR) and not p.name.startswith("."))
 
@@ -116,7 +121,17 @@ def suite_inputs(suite: AblationSuite, scale: str, results_root: str | Path, loa
             return _texts(load(bench))
 
     return SuiteInputs(suite.name, scale, folder, systems, benchmarks, result_dirs, run_files, cells, texts,
-                       plots, " ".join(suite.description.split()), generated_by, settings_rows(suite, scale))
+                       plots, " ".join(suite.description.split()), generated_by, settings_rows(suite, scale),
+                       train_logs)
+
+
+def _train_log(results_root: str | Path, result: Path) -> Path | None:
+    """The training log of the run behind a linked result (its manifest names the training cell)."""
+    train_key = (load_result(result).manifest.get("cell") or {}).get("train_key")
+    if not isinstance(train_key, str):
+        return None
+    log = train_cell_dir(results_root, train_key) / TRAIN_LOG_FILE
+    return log if log.is_file() else None
 
 
 def settings_rows(suite: AblationSuite, scale: str) -> list[SettingRow]:

@@ -47,7 +47,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from harness import __version__
 from harness.errors import ConfigError, HarnessError, InputError
 from harness.io import atomic_dir, atomic_write, atomic_write_json, sha256_file
 from harness.io.claims import claim
@@ -400,7 +399,14 @@ def _key(*parts: Any) -> str:
 
 
 def _harness_version() -> str:
-    return __version__
+    """The installed harness's version (from its distribution: the engine does not import the package root,
+    which exposes the application's Python API)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("retrieval-harness")
+    except PackageNotFoundError:       # a source tree used without installing it
+        return "unknown"
 
 
 def _staging_dir(out: Path) -> Path:

@@ -44,6 +44,7 @@ from reports.html.model import (
     TableColumn,
     TableRow,
 )
+from reports.languages import language_label
 from reports.table import format_delta, format_number, round_display
 
 SCALE, DECIMALS = 100.0, 1          # as table.md: scores x 100, one decimal
@@ -163,7 +164,7 @@ def _language_table(data: Mapping[str, Any], languages: Mapping[str, str],
         benches = by_language[lang]
         for metric in data["metrics"]:
             key = f"{lang}/{metric}"
-            columns.append(TableColumn(key, metric_label(metric), lang))
+            columns.append(TableColumn(key, metric_label(metric), language_label(lang)))
             if len(benches) == 1:
                 for s in data["systems"]:
                     c = comparisons.get((s, benches[0], metric))
@@ -403,6 +404,12 @@ def build_report(inputs: SuiteInputs, per_query_metrics: Sequence[str] | None = 
         from reports.html.figures import difference_plots  # lazy (start-up speed): imports PIL, matplotlib
 
         plots += difference_plots(inputs.systems, [b.id for b in inputs.benchmarks], data["metrics"][0], results)
+    if inputs.train_logs:
+        from reports.html.figures import training_curve_plot  # lazy (start-up speed): imports PIL, matplotlib
+
+        curves = training_curve_plot(inputs.train_logs)
+        if curves is not None:
+            plots.append(curves)
     tables = result_tables(data, languages, by_label_results)
     _with_spreads(tables, replicate_spreads(data, inputs, stored))
     report = HtmlReport(

@@ -1,15 +1,40 @@
-"""Figures drawn for the report itself: per-query differences of each system against the baseline."""
+"""Figures drawn for the report itself: per-query differences of each system against the baseline, and the
+training curves of the systems the suite trained."""
 from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 
 from harness.evaluation_result import EvaluationResult
 from reports.comparison import metric_label
 from reports.html.model import Plot, SystemInfo
-from reports.plots import per_query_difference_figure, per_query_differences
+from reports.plots import (
+    per_query_difference_figure,
+    per_query_differences,
+    read_training_log,
+    training_curves_figure,
+)
+
+CURVE_SCALARS = ("loss", "lr")          # what every trained run logs (harness.train.logs)
+
+
+def training_curve_plot(train_logs: Mapping[str, Path]) -> Plot | None:
+    """The trained systems' loss and learning rate per step (raw faintly, EMA-smoothed on top), one PNG;
+    None when no system was trained (or none logged a step)."""
+    runs = {label: records for label, path in train_logs.items() if path.is_file()
+            for records in [read_training_log(path)] if records}
+    if not runs:
+        return None
+    smoothing = 0.9 if max(len(r) for r in runs.values()) >= 50 else 0.0
+    fig = training_curves_figure(runs, scalars=CURVE_SCALARS, smoothing=smoothing, width=9.0, height_per_scalar=2.6,
+                                 dpi=90)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=fig.dpi, metadata={"Software": None})
+    return Plot(f"Training curves: loss and learning rate per step ({len(runs)} trained system(s), from each run's "
+                "train_log.jsonl)", "training-curves.png", buffer.getvalue())
 
 
 def difference_plots(systems: Sequence[SystemInfo], benchmarks: Sequence[str], metric: str,

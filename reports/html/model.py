@@ -80,6 +80,7 @@ class SuiteInputs:
     description: str = ""
     generated_by: str = ""                             # the command that wrote the report
     settings: list[SettingRow] = field(default_factory=list)   # how each system differs from the baseline
+    train_logs: dict[str, Path] = field(default_factory=dict)  # system label -> its run's train_log.jsonl
 
 
 @dataclass(frozen=True)

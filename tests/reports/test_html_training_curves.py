@@ -1,0 +1,49 @@
+"""The HTML report's training curves (each trained system's train_log.jsonl) and language names."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from harness.ablation.html_report import _train_log
+from harness.ablation.paths import train_cell_dir
+from harness.evaluation_result import EvaluationResult
+from harness.protocol import ProtocolCard
+from harness.store import write_result
+from reports.html.figures import training_curve_plot
+from reports.languages import language_label
+from reports.plots import read_training_log, scalar_series
+
+
+def _log(path, losses):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"step": i + 1, "loss": v, "lr": 1e-4 * (i + 1) / len(losses)}) + "\n"
+                            for i, v in enumerate(losses)))
+    return path
+
+
+def test_a_linked_result_leads_to_its_training_log(tmp_path):
+    log = _log(train_cell_dir(tmp_path, "k123") / "train_log.jsonl", [1.0, 0.5])
+    result = write_result(tmp_path / "linked", run=None, evaluation=EvaluationResult(["q"], {"ndcg@10": [0.5]}),
+                          card=ProtocolCard(dataset="d"), manifest={"cell": {"train_key": "k123"}})
+    assert _train_log(tmp_path, result) == log
+    untrained = write_result(tmp_path / "bm25", run=None, evaluation=EvaluationResult(["q"], {"ndcg@10": [0.5]}),
+                             card=ProtocolCard(dataset="d"), manifest={"cell": {"train_key": None}})
+    assert _train_log(tmp_path, untrained) is None
+
+
+def test_the_curves_plot_every_trained_system_and_skip_missing_logs(tmp_path):
+    logs = {"uniform": _log(tmp_path / "a.jsonl", [1.0, 0.8, 0.6]),
+            "tDRO": _log(tmp_path / "b.jsonl", [1.1, 0.7, 0.4]), "gone": tmp_path / "missing.jsonl"}
+    plot = training_curve_plot(logs)
+    assert plot is not None and plot.data.startswith(b"\x89PNG") and "2 trained system(s)" in plot.title
+    steps, values = scalar_series(read_training_log(logs["tDRO"]), "loss")
+    assert steps.tolist() == [1, 2, 3] and np.allclose(values, [1.1, 0.7, 0.4])
+    assert training_curve_plot({"gone": tmp_path / "missing.jsonl"}) is None
+
+
+@pytest.mark.parametrize(("code", "label"), [("sw", "Swahili (sw)"), ("zh_cn", "Chinese (simplified) (zh_cn)"),
+                                             ("ZH", "Chinese (ZH)"), ("xx", "xx")])
+def test_language_labels(code, label):
+    assert language_label(code) == label
