@@ -62,3 +62,46 @@ def test_options_are_checked():
     bad = dataclasses.replace(layout, options={"sort": "sideways"})
     with pytest.raises(ConfigError, match="sort must be one of desc, asc, none"):
         LossScalesLayout().check(bad, suite, "tiny")
+
+
+PAPER_RECORDS = [
+    {"step": 1, "infonce": 3.9, "counts": {"yahoo_answers": 2048}},
+    {"step": 2, "infonce": 2.1, "counts": {"eli5": 2048}},
+    {"step": 3, "infonce": 0.02, "counts": {"altlex": 2048}},
+    {"step": 4, "infonce": 0.7, "counts": {"dureader": 2048}},
+]
+
+
+def test_printed_losses_beside_ours_at_paper_scale(tmp_path):
+    from reports.markdown import render_markdown
+
+    suite = load_suite("tdro")
+    folder = report_dir(tmp_path, "tdro", "paper")
+    folder.mkdir(parents=True)
+    (folder / SUMMARY_FILE).write_text(json.dumps({"cells": [{"variant": "baseline", "key": "k0"}]}))
+    cell = train_cell_dir(tmp_path, "k0")
+    cell.mkdir(parents=True)
+    (cell / LOG_FILE).write_text("".join(json.dumps(r) + "\n" for r in PAPER_RECORDS))
+    table7 = render_layout(suite, "paper", tmp_path, "table7")
+    key = "reported/000/7"
+    assert [(r.label, r.cells["baseline"].value, r.cells[key].value) for r in table7.rows] == [
+        ("yahoo_answers", 3.9, 3.9257), ("eli5", 2.1, 2.1336),        # Table 7 prints eli5_question_answer
+        ("dureader", 0.7, 0.6925), ("altlex", 0.02, 0.0163)]
+    md = render_markdown(table7)
+    assert "| yahoo\\_answers | 3.9000 | 3.9257<sup>§</sup>" in md     # losses as they are, not x 100
+    table1 = render_layout(suite, "paper", tmp_path, "table1")
+    assert [(r.label, r.cells["baseline"].value, r.cells["reported/000/1"].value) for r in table1.rows] == [
+        ("yahoo_answers", 3.9, 3.9257), ("msmarco", None, 1.3312), ("dureader", 0.7, 0.6925)]
+
+
+def test_reported_option_is_checked():
+    from harness.ablation.layouts.loss_scales import LossScalesLayout
+
+    suite = load_suite("tdro")
+    layout = load_layout(suite, "paper", "table7")
+    wrong_row = dataclasses.replace(layout, options={**layout.options, "names": {"eli5": "eli5 answers"}})
+    with pytest.raises(ConfigError, match="table 7 has no row 'eli5 answers'"):
+        LossScalesLayout().check(wrong_row, suite, "paper")
+    wrong_column = dataclasses.replace(layout, options={"reported": {"paper": "tdro", "table": 7, "column": "nll"}})
+    with pytest.raises(ConfigError, match="has no column 'nll'; columns: loss"):
+        LossScalesLayout().check(wrong_column, suite, "paper")

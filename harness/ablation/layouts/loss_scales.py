@@ -14,6 +14,10 @@ Options: ``scalar`` (above), ``last`` (only the last N logged steps: the loss at
 rather than over it; default every logged step), ``datasets`` (these sets only, in this order: Table 1
 shows three), ``sort`` (``desc`` default, ``asc`` or ``none``: the log's order).  The log holds every
 ``log_every``-th step; the note under the table says how many steps each cell averages.
+
+Printed numbers beside ours: ``reported: {paper: <id or short name>, table: <k>, column: <key>}`` adds a
+column with a transcribed table's value for each set (marked, with a footnote naming paper, table and row),
+found by the set's name or its ``names: {<set>: <printed row label>}`` entry; "–" where the paper has no row.
 """
 from __future__ import annotations
 
@@ -29,7 +33,8 @@ from harness.errors import ConfigError
 from harness.train.logs import LOG_FILE, read_log
 from reports.table import Cell, Column, Row, Table
 
-OPTIONS = ("scalar", "last", "datasets", "sort")
+OPTIONS = ("scalar", "last", "datasets", "sort", "reported", "names")
+REPORTED_MARK = "§"      # as harness.ablation.layout's printed cells
 SORTS = ("desc", "asc", "none")
 
 
@@ -83,6 +88,15 @@ class LossScalesLayout(LayoutKind):
         scalar = opts.get("scalar")
         if scalar is not None and not isinstance(scalar, str):
             raise ConfigError(f"layout {layout.name!r}: scalar must be a method scalar name, got {scalar!r}")
+        aliases = opts.get("names") or {}
+        if not isinstance(aliases, dict) or not all(isinstance(v, str) for v in aliases.values()):
+            raise ConfigError(f"layout {layout.name!r}: names maps a training set to the paper's printed row label")
+        if opts.get("reported") is not None:
+            spec, _ = _reported_table(layout)
+            labels = {r.label for r in spec.rows}
+            unknown = sorted(v for v in aliases.values() if v not in labels)
+            if unknown:
+                raise ConfigError(f"layout {layout.name!r}: {spec.ref} has no row {', '.join(map(repr, unknown))}")
         for column in layout.columns:
             if suite.variant(column.benchmark).method == "none":
                 raise ConfigError(f"layout {layout.name!r}: variant {column.benchmark!r} trains nothing (no log)")
@@ -112,12 +126,44 @@ class LossScalesLayout(LayoutKind):
         labels = {v.id: v.label for v in suite.variants}
         columns = [Column(v, labels[v], higher_is_better=False) for v in variants]
         rows = [Row(n, {v: Cell(losses[v][n][0] if n in losses[v] else None) for v in variants}) for n in names]
+        legend: dict[str, str] = {}
+        if opts.get("reported") is not None:
+            spec, j = _reported_table(layout)
+            aliases = opts.get("names") or {}
+            by_label = {r.label: r for r in spec.rows}
+            key = f"reported/{spec.paper.id}/{spec.number}"
+            columns.append(Column(key, f"paper {spec.paper.id} Tab. {spec.number}", higher_is_better=False))
+            for row in rows:
+                printed = by_label.get(aliases.get(row.label, row.label))
+                cell = printed.cells[j] if printed is not None else None
+                row.cells[key] = (Cell(cell.value, marks=(REPORTED_MARK,), decimals=cell.decimals,
+                                       note=f"paper {spec.paper.id} Table {spec.number}, row {printed.label}: "
+                                            f"{cell.text} printed")
+                                  if printed is not None and cell is not None and cell.kind == "number" else Cell(None))
+            legend[REPORTED_MARK] = (f"printed in paper {spec.paper.id} Table {spec.number} (ours ran at scale "
+                                     f"{scale}; the footnotes name each printed cell)")
         spans = ", ".join(f"{labels[v]}: {min(c for _, c in losses[v].values())}-"
                           f"{max(c for _, c in losses[v].values())} logged steps per set" for v in variants)
         how = ("mean per-sample InfoNCE of the steps whose batch held the set only" if opts.get("scalar") is None
                else f"mean of the method scalar {opts['scalar']}/<set> over the steps the set appeared in")
         window = f"the last {opts['last']} logged steps" if opts.get("last") else "every logged step"
         return Table(columns=columns, rows=rows, caption=layout.caption or f"Training loss per set ({scale})",
-                     label=f"tab:{suite.name}-{layout.name}-{scale}", decimals=layout.decimals or 4,
+                     label=f"tab:{suite.name}-{layout.name}-{scale}", decimals=layout.decimals or 4, scale=1.0,
                      bold_best=False, row_header="Training set",
+                     legend=legend,
                      notes=[f"Scale {scale}; from each variant's train_log.jsonl: {how}, over {window} ({spans})."])
+
+
+def _reported_table(layout: TableLayout) -> tuple[Any, int]:
+    """The transcribed table and column index a ``reported: {paper, table, column}`` option names."""
+    from reports.papers import load_tables
+
+    ref = layout.options["reported"]
+    if not isinstance(ref, dict) or set(ref) != {"paper", "table", "column"}:
+        raise ConfigError(f"layout {layout.name!r}: reported must be {{paper, table, column}}, got {ref!r}")
+    (spec,) = load_tables(str(ref["paper"]), int(ref["table"]))
+    keys = [c.key for c in spec.columns]
+    if ref["column"] not in keys:
+        raise ConfigError(f"layout {layout.name!r}: {spec.ref} has no column {ref['column']!r}; columns: "
+                          f"{', '.join(keys)}")
+    return spec, keys.index(ref["column"])
