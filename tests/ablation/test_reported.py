@@ -166,7 +166,7 @@ def test_reported_column_shows_printed_value_and_difference_on_a_finished_tiny_r
     assert [c.key for c in table.columns] == ["Avg/ndcg@10", "Avg/ndcg@10/reported", "Avg/ndcg@10/difference"]
     benches = [b.id for b in suite.scale("tiny").benchmarks]
     rows = {"naive": "naive-top-k", "shifted": "top-k-shifted", "abs": "topk-abs", "marginpos": "topk-marginpos",
-            "percpos": "topk-percpos", "percpos-generate": "ours"}
+            "percpos": "topk-percpos", "ours": "ours"}
     by_label = {r.label: r for r in table.rows}
     for variant, paper_row in rows.items():
         row = by_label[suite.variant(variant).label]

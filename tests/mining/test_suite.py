@@ -121,3 +121,21 @@ def test_mining_stats_columns_must_be_mined_variants(tmp_path):
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError, match="variant 'baseline' is trained by 'uniform'"):
         load_layout(load_suite(path), "tiny", "table8")
+
+
+def test_table12_judge_check_from_stored_truth_statistics(tmp_path):
+    from harness.ablation.layout import render_layout
+
+    suite = load_suite("mining")
+    keys = {"ours": "k0", "naive-filter": "k1", "percpos-filter": "k2"}
+    truth_a = {"planted": 40, "planted_selected": 2, "true_positives": 30, "false_positives": 90, "false_negatives": 10}
+    truth_b = {"planted": 10, "planted_selected": 0, "true_positives": 5, "false_positives": 0, "false_negatives": 0}
+    record = {"settings": {"k": 5}, "sources": {"latin_qa": {**report(10, 50, 200, 0), "truth": truth_a},
+                                                "cjk_qa": {**report(10, 50, 200, 0), "truth": truth_b}}}
+    fake_results(tmp_path, suite, keys, {v: record for v in keys})
+    table = render_layout(suite, "tiny", tmp_path, "table12")
+    rows = {r.label: r.cells for r in table.rows}
+    # latin_qa: 120 removed, 90 not planted (label 0), 30 planted twins (label 2); cjk_qa: 5 of 5 planted
+    assert rows["latin_qa"]["ours/0"].value == 0.75 and rows["latin_qa"]["ours/2"].value == 0.25
+    assert rows["cjk_qa"]["naive-filter/2"].value == 1.0 and rows["cjk_qa"]["naive-filter/1"].value == 0.0
+    assert [c.key for c in table.columns][:3] == ["ours/0", "ours/1", "ours/2"]

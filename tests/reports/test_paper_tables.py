@@ -76,6 +76,16 @@ EXPECTED_FINDINGS = {
                  ("rounding", "from-llm", "avg", "value", "9.1", 9.2),                   # 147.2 / 16
                  ("mismatch", "elimination", "avg", "value", "19.5", 19.1812)],          # 306.9 / 16 = 19.18125
     ("004", 9): [],
+    ("004", 12): [],
+    # Ours (mBERT): 1405.7 / 16 = 87.85625, printed 87.8; Ours (mDPR) loses en and es, Ours (BGE) hi (table notes)
+    ("004", 14): [("rounding", "ours-mbert", "avg", "value", "87.8†", 87.8563),
+                  ("unrecomputable", "ours-mdpr", "avg", "value", "94.4†", None),
+                  ("gap", "ours-mdpr", "en", "value", "?", None),
+                  ("gap", "ours-mdpr", "es", "value", "?", None),
+                  ("unrecomputable", "ours-bge", "avg", "value", "95.9†", None),
+                  ("gap", "ours-bge", "hi", "value", "?", None)],
+    ("004", 15): [("rounding", "mdpr/topk-marginpos", "avg", "value", "62.4", 62.3312)],   # 997.3 / 16
+    ("004", 16): [],
 }
 EXPECTED_CHECKED = {("000", 1): 0, ("000", 3): 70, ("000", 4): 0, ("000", 5): 27, ("000", 7): 0, ("000", 8): 0,
                     ("000", 9): 34, ("000", 10): 34, ("000", 11): 34,
@@ -83,7 +93,8 @@ EXPECTED_CHECKED = {("000", 1): 0, ("000", 3): 70, ("000", 4): 0, ("000", 5): 27
                     ("002", 1): 11, ("002", 2): 10, ("002", 3): 0, ("002", 4): 0,
                     ("003", 1): 7, ("003", 2): 3,
                     ("004", 1): 10, ("004", 2): 6, ("004", 3): 0, ("004", 4): 0, ("004", 5): 0, ("004", 6): 0,
-                    ("004", 7): 0, ("004", 8): 3, ("004", 9): 4}
+                    ("004", 7): 0, ("004", 8): 3, ("004", 9): 4, ("004", 12): 0, ("004", 14): 10, ("004", 15): 18,
+                    ("004", 16): 23}
 
 # (difference = recomputed - printed, tolerance) of each mismatch/rounding finding, in verify's order
 EXPECTED_SIZES = {
@@ -96,6 +107,8 @@ EXPECTED_SIZES = {
     # th's "96" counts as 96.0 (verify_decimals 1), else its half unit would widen the bound.
     # Eliminatation: printed 1 decimal + mean of 1-decimal inputs.
     ("004", 8): [(-0.1, 0.1 + 1e-9), (0.1, 0.1 + 1e-9), (19.18125 - 19.5, 0.05 + 0.05 + 1e-9)],
+    ("004", 14): [(87.85625 - 87.8, 0.05 + 0.05 + 1e-9)],
+    ("004", 15): [(62.33125 - 62.4, 0.05 + 0.05 + 1e-9)],
 }
 
 # --- how each extraction prints its tables (what the row search undoes) -------------------------------
@@ -121,6 +134,9 @@ MERGED = {("001", 3): [("gpl-distilbert", "gpl-tsdae")]}
 CAPTION_MATCH = {"000": "prefix", "001": "alnum", "002": "prefix", "003": "prefix", "004": None}
 # Papers whose source range is exactly the header line plus one line per row, in order.
 EXACT_LAYOUT = {"004"}
+# ... except these: Table 12 prints two header lines; Tables 15 and 16 print each backbone on its own line
+# before its block (the row group) and an empty "|" line between blocks.
+NOT_EXACT = {("004", 12), ("004", 15), ("004", 16)}
 # Tables whose printed rows carry no label: the transcription numbers them, the text prints cells only.
 NO_ROW_LABELS = {("004", 9)}
 # Header lines as the extraction prints them, where not the row header plus column labels
@@ -219,7 +235,7 @@ def test_every_row_is_found_in_the_paper_text(paper, number, papers_dir):
     spec = table_spec(paper, number)
     first, last = spec.source_lines
     lines = [_normalise(line, paper, number) for line in paper_lines(papers_dir, paper)[first - 1:last]]
-    if paper in EXACT_LAYOUT:
+    if paper in EXACT_LAYOUT and (paper, number) not in NOT_EXACT:
         _assert_exact_layout(spec, lines)
     else:
         _assert_rows_found(spec, lines)

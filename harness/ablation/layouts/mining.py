@@ -12,6 +12,11 @@ training cell (the mining report of every training source, summed over sources) 
   against the planted false negatives, and the planted false negatives left among the negatives.
 
 A cell is empty where it does not apply (no filter, no truth).
+
+Layout kind ``judge-check`` (paper 004, Table 12, the human validation of the LLM's false negatives): of the
+candidates the judge voted false negatives, the share the reference labels rate 0 (irrelevant), 1 (partly
+relevant) and 2 (relevant), one row per training source (a language), three columns per variant.  The
+reference labels are a synthetic world's planted truth (0 or 2) from the variant's ``truth`` statistics.
 """
 from __future__ import annotations
 
@@ -108,3 +113,44 @@ class MiningStatsLayout(LayoutKind):
                      notes=[f"Scale {scale}; from method/mining.json of each variant's training cell, summed over "
                             "its training sources. Eliminated: share of the retrieved candidates the FN filter "
                             "removed; precision/recall against the synthetic world's planted false negatives."])
+
+
+JUDGE_LABELS = ("0", "1", "2")
+
+
+def judge_check(record: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    """Per source: the shares of the judge's false negatives (candidates it removed) that the reference labels
+    rate 0, 1 and 2 (the planted truth has no partly relevant label: 1 is 0 where anything was removed)."""
+    out: dict[str, dict[str, float | None]] = {}
+    for name, source in record["sources"].items():
+        truth = source.get("truth") or {}
+        if "true_positives" not in truth:
+            continue
+        removed = truth["true_positives"] + truth["false_positives"]
+        out[name] = {"0": truth["false_positives"] / removed if removed else None,
+                     "1": 0.0 if removed else None,
+                     "2": truth["true_positives"] / removed if removed else None}
+    return out
+
+
+@register_layout_kind("judge-check")
+class JudgeCheckLayout(MiningStatsLayout):
+    """The judge's false negatives against reference labels (rows: sources; columns: variant x label), in %."""
+
+    def render(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
+        variants = [c.benchmark for c in layout.columns]
+        checks = {v: judge_check(mining_record(suite, scale, results_root, v)) for v in variants}
+        if not any(checks.values()):
+            raise ConfigError(f"layout {layout.name!r}: no variant of {', '.join(variants)} has judge votes checked "
+                              "against reference labels (a judge and the method's 'truth' option are needed)")
+        labels = {v.id: v.label or v.id for v in suite.variants}
+        columns = [Column(f"{v}/{lab}", lab, labels[v]) for v in variants for lab in JUDGE_LABELS]
+        sources = list(dict.fromkeys(src for v in variants for src in checks[v]))
+        rows = [Row(src, {f"{v}/{lab}": Cell(checks[v].get(src, {}).get(lab)) for v in variants
+                          for lab in JUDGE_LABELS}) for src in sources]
+        return Table(columns=columns, rows=rows, caption=layout.caption or f"Judge check ({scale}), %",
+                     label=f"tab:{suite.name}-{layout.name}-{scale}", decimals=layout.decimals or 1, scale=100.0,
+                     bold_best=False, row_header="Source",
+                     notes=[f"Scale {scale}; of the candidates each variant's judge voted false negatives, the share "
+                            "its reference labels (the synthetic world's planted truth: 2 for a planted twin of the "
+                            "positive, else 0) rate 0, 1 and 2, per training source."])
