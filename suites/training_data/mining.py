@@ -42,6 +42,18 @@ from suites.training_data._release import passage
 
 LICENCE = "MIRACL: Apache-2.0; Wikipedia text CC BY-SA"
 
+# Paper 004's training-query counts per language: Appendix A Table 10 (MIRACL train, #Q: its 16 languages sum to
+# its total 40,203) and Table 13 (the topic distribution; its topic cells sum to 40,197).  They disagree: id 4,071 vs
+# 4,066 and ja 3,477 vs 3,476 (Table 13 has 6 queries fewer in all); and three of Table 13's printed row totals are
+# not its own cell sums (ar 3,497 for 3,495, fi 2,997 for 2,897, th 3,002 for 2,972 -- the cell sums equal Table
+# 10).  TABLE13_TRAIN_QUERIES holds the cell sums.  The build's stats print both beside the count it built.
+TABLE10_TRAIN_QUERIES = {"ar": 3495, "bn": 1631, "en": 2863, "es": 2162, "fa": 2107, "fi": 2897, "fr": 1143,
+                         "hi": 1169, "id": 4071, "ja": 3477, "ko": 868, "ru": 4683, "sw": 1901, "te": 3452,
+                         "th": 2972, "zh": 1312}
+TABLE13_TRAIN_QUERIES = {"ar": 3495, "bn": 1631, "en": 2863, "es": 2162, "fa": 2107, "fi": 2897, "fr": 1143,
+                         "hi": 1169, "id": 4066, "ja": 3476, "ko": 868, "ru": 4683, "sw": 1901, "te": 3452,
+                         "th": 2972, "zh": 1312}
+
 
 def topics_file(lang: str) -> str:
     return f"miracl-v1.0-{lang}/topics/topics.miracl-v1.0-{lang}-train.tsv"
@@ -170,7 +182,9 @@ class MiningRecipe(DataRecipe):
         qids = [q for q in judged["qids"] if ((lang, q) in held_out) == want_validation]
         docs = self._passages(lang, ctx)
         stats = {"queries_judged": len(judged["qids"]), "pooled_validation": len(held_out),
-                 "validation_fraction": ctx.options["validation_fraction"], "seed": ctx.options["seed"]}
+                 "validation_fraction": ctx.options["validation_fraction"], "seed": ctx.options["seed"],
+                 "paper_table10_queries": TABLE10_TRAIN_QUERIES.get(lang),
+                 "paper_table13_queries": TABLE13_TRAIN_QUERIES.get(lang)}
 
         def rows() -> Iterator[dict[str, Any]]:
             for qid in qids:

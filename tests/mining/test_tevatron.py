@@ -12,6 +12,7 @@ from harness.errors import ConfigError
 from harness.method import get_method
 from harness.train.spec import TrainSpec
 from methods.mining.tevatron import BACKBONES, TEVATRON_PRESETS, TRAIN_QUERIES, epoch_steps, tevatron_recipe
+from methods.mining.tevatron import MIRACL_TRAIN_QUERIES as TEVATRON_TRAIN_TOTAL
 from methods.mining.topics import DBPEDIA_14, MERGED_TOPICS, YAHOO_10, merged_topic, topic_labels
 
 
@@ -98,3 +99,12 @@ def test_fasttext12_labels_first_positive(tmp_path):
     assert labels == ["LH", "SP", "GE"]
     with pytest.raises(ConfigError, match="two models"):
         topic_labels(src, ["en"] * 3, f"fasttext12:{db}")
+
+
+def test_table10_and_table13_counts():
+    from suites.training_data.mining import TABLE10_TRAIN_QUERIES, TABLE13_TRAIN_QUERIES
+
+    assert sum(TABLE10_TRAIN_QUERIES.values()) == 40203 == TEVATRON_TRAIN_TOTAL
+    assert sum(TABLE13_TRAIN_QUERIES.values()) == 40197
+    diff = {k: (v, TABLE13_TRAIN_QUERIES[k]) for k, v in TABLE10_TRAIN_QUERIES.items() if v != TABLE13_TRAIN_QUERIES[k]}
+    assert diff == {"id": (4071, 4066), "ja": (3477, 3476)}
