@@ -42,13 +42,14 @@ This module is plug-in code (it imports the engine's recipe helpers only).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import ConfigError
 from harness.recipe import Preset, preset
-from harness.train.spec import DEFAULT_INSTRUCTION_TEMPLATE
+from harness.train.api import TrainSpec
 
 # Paper 004, Appendix A Table 10: MIRACL train queries of the 16 languages (no de, yo).  Table 13's topic
 # distribution sums to 40,197 (6 fewer): see reports/papers/004/README.md.
@@ -97,6 +98,8 @@ MODES: dict[str, dict[str, tuple[dict[str, Any], str]]] = {
 PROCESSES = {"1x24": 1, "4x12": 4}
 
 _B1 = "paper 004 App. B.1"
+# The engine's instruction template (unused: Tevatron adds no instruction; set so every field names its source)
+_TEMPLATE = next(f.default for f in dataclasses.fields(TrainSpec) if f.name == "instruction_template")
 _README = "xir_BDUMDR README.md train command"
 _HF = "Hugging Face TrainingArguments default (Tevatron's trainer is the HF Trainer; the README command leaves it)"
 
@@ -127,7 +130,7 @@ def tevatron_recipe(backbone: str, *, similarity: str = "dot", hardware: str = "
         "model": b.model, "pooling": "cls", "append_eos": False,
         "query_max_length": 64, "doc_max_length": 256,
         "use_instructions": False, "symmetric_doc_prompt": False,
-        "instruction_template": DEFAULT_INSTRUCTION_TEMPLATE,
+        "instruction_template": _TEMPLATE,
         **sim_fields,
         "n_hard_negatives": 7, "in_batch_negatives": True, "cross_batch_negatives": True,
         "fill_negatives": "random",
