@@ -197,3 +197,15 @@ def test_paper_scales_pass_strict_provenance(scale):
     warm = [s for s in settings if s.stage == "BM25 warm-up (dro-erm)" and s.name == "train.lr"]
     assert {s.value for s in warm} == {5e-5 if scale == "paper-large" else 2e-4}
     assert all(s.source == "the suite's warmup option (train.lr)" for s in warm)
+
+
+def test_paper_as_written_scale_uses_the_paper_modes():
+    """paper-as-written: the paper recipe with paper 001's own choices where the released scripts differ
+    (AdamW, not LAMB, in the warm-up too; dot-product K-means, not faiss L2); paper keeps the code's."""
+    suite = load_suite("coco_dr")
+    for scale, optimizer, metric in (("paper", "lamb", "l2"), ("paper-as-written", "adamw", "dot")):
+        cell = next(c for c in expand_train_cells(suite, scale, load_data=False) if c.variant.id == "coco-idro")
+        opts = cell.spec.method_options
+        assert (opts["optimizer"], opts["kmeans_metric"]) == (optimizer, metric)
+        (warm,) = get_method("idro").stages(cell.spec)
+        assert dict(warm.spec.method_options)["optimizer"] == optimizer
