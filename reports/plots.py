@@ -187,12 +187,14 @@ def training_curves_figure(
     width: float = 8.0,
     height_per_scalar: float = 3.0,
     dpi: int = 100,
+    smoothed: Sequence[str] | None = None,
 ) -> Figure:
     """One panel per scalar (shared step axis), the runs overlaid.
 
     With ``smoothing`` > 0 each run shows its raw curve faintly and the EMA-smoothed curve on
-    top (raw line first, then smoothed, in ``ax.lines``).  ``log_scale`` names scalars drawn on
-    a log y-axis (e.g. ``lr``).
+    top (raw line first, then smoothed, in ``ax.lines``), for the scalars named in ``smoothed``
+    (default: all; a schedule such as ``lr`` is better drawn raw).  ``log_scale`` names scalars
+    drawn on a log y-axis (e.g. ``lr``).
     """
     if not runs:
         raise ValueError("no runs to plot")
@@ -205,7 +207,7 @@ def training_curves_figure(
             if len(steps) == 0:
                 continue
             color = f"C{k % 10}"
-            if smoothing > 0:
+            if smoothing > 0 and (smoothed is None or scalar in smoothed):
                 ax.plot(steps, values, color=color, alpha=0.3, linewidth=1)
                 ax.plot(steps, ema(values, smoothing), color=color, linewidth=1.5, label=name)
             else:
@@ -220,7 +222,8 @@ def training_curves_figure(
         ax.legend(fontsize=8)
     axes[-1].set_xlabel(step_key)
     if smoothing > 0:
-        axes[0].set_title(f"EMA smoothing {smoothing:g}", fontsize=9)
+        named = "" if smoothed is None else f" ({', '.join(smoothed)})"
+        axes[0].set_title(f"EMA smoothing {smoothing:g}{named}", fontsize=9)
     return fig
 
 

@@ -30,7 +30,7 @@ def training_curve_plot(train_logs: Mapping[str, Path]) -> Plot | None:
         return None
     smoothing = 0.9 if max(len(r) for r in runs.values()) >= 50 else 0.0
     fig = training_curves_figure(runs, scalars=CURVE_SCALARS, smoothing=smoothing, width=9.0, height_per_scalar=2.6,
-                                 dpi=90)
+                                 dpi=90, smoothed=("loss",))
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=fig.dpi, metadata={"Software": None})
     return Plot(f"Training curves: loss and learning rate per step ({len(runs)} trained system(s), from each run's "

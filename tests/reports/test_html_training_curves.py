@@ -47,3 +47,13 @@ def test_the_curves_plot_every_trained_system_and_skip_missing_logs(tmp_path):
                                              ("ZH", "Chinese (ZH)"), ("xx", "xx")])
 def test_language_labels(code, label):
     assert language_label(code) == label
+
+
+def test_only_the_loss_is_smoothed(tmp_path):
+    from reports.plots import training_curves_figure
+
+    logs = {"a": [{"step": i, "loss": float(i % 3), "lr": 1e-4 * i} for i in range(1, 61)]}
+    fig = training_curves_figure(logs, scalars=("loss", "lr"), smoothing=0.9, smoothed=("loss",))
+    loss_axis, lr_axis = fig.axes
+    assert len(loss_axis.lines) == 2 and len(lr_axis.lines) == 1          # raw + EMA; the schedule raw only
+    assert lr_axis.lines[0].get_ydata().tolist() == [1e-4 * i for i in range(1, 61)]
