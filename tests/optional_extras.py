@@ -20,6 +20,7 @@ REQUIRE_ENV = "HARNESS_REQUIRE_EXTRAS"
 # top-level import name -> (extra in pyproject.toml, the distribution that provides it)
 EXTRAS: dict[str, tuple[str, str]] = {
     "seismic": ("seismic", "pyseismic-lsr"),
+    "mteb": ("cmteb", "mteb"),
     "fasttext": ("topics", "fasttext-wheel"),
     "submitit": ("cluster", "submitit"),
     "ray": ("cluster", "ray"),

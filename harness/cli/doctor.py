@@ -31,8 +31,8 @@ class Check:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("doctor", help="print what this machine can run (GPU, faiss-gpu, Java, extras) and why not",
                        description="Check CUDA GPUs and bf16, faiss GPU support, Java for Lucene, the optional "
-                                   "extras (seismic, cluster/submitit, ray, topics/fasttext, bitsandbytes, vllm, "
-                                   "playwright + chromium) and the thread count. Exit 0 whatever is missing.")
+                                   "extras (cmteb/mteb, seismic, cluster/submitit, ray, topics/fasttext, bitsandbytes, "
+                                   "vllm, playwright + chromium) and the thread count. Exit 0 whatever is missing.")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--devices", default=None, metavar="DEVICE[,DEVICE...]",
                    help="also check the encoding devices that harness eval --devices (or a suite's encoding: "
@@ -143,6 +143,8 @@ def all_checks() -> list[Check]:
     """Every check, in the order printed."""
     checks = [*cuda_checks(), faiss_check(), java_check()]
     checks += [
+        _package("cmteb/mteb", "mteb", "mteb", "the C-MTEB benchmark family (--suite cmteb; task definitions)",
+                 "'retrieval-harness[cmteb]'"),
         _package("seismic", "pyseismic-lsr", "seismic", "approximate sparse retrieval (--sparse-backend seismic)",
                  "'retrieval-harness[seismic]'"),
         _package("cluster/submitit", "submitit", "submitit", "harness run --executor submitit (Slurm job arrays)",

@@ -67,13 +67,26 @@ def task_name(name: str) -> str | None:
 
 
 @cache
+def _mteb() -> Any:
+    """The ``mteb`` package, which defines the C-MTEB tasks: an optional extra (with polars it adds about
+    265 MB that no other benchmark family needs)."""
+    try:
+        import mteb
+    except ImportError as exc:
+        if exc.name != "mteb":
+            raise                       # installed but broken: its own error
+        raise ConfigError("C-MTEB tasks are defined by the package mteb, an optional extra: "
+                          "pip install 'retrieval-harness[cmteb]' (or bash scripts/setup.sh --dev)") from None
+    return mteb
+
+
 def task_definition(name: str) -> dict[str, Any]:
     """The protocol facts of a C-MTEB task, read from mteb's task metadata."""
     canonical = task_name(name)
     if canonical is None:
         raise ConfigError(f"{name!r} is not a C-MTEB retrieval/reranking task: "
                           f"{', '.join(CMTEB_RETRIEVAL + CMTEB_RERANKING)}")
-    import mteb
+    mteb = _mteb()
 
     task = mteb.get_task(canonical)
     meta = task.metadata
@@ -204,7 +217,7 @@ def restrict_to_candidates(run: Run, candidates: Mapping[str, list[str]]) -> Run
 # --------------------------------------------------------------------------- mteb adapter
 def local_mteb_task(name: str, dataset_dir: str | Path, split: str | None = None):
     """The mteb task object for ``name`` whose ``load_data`` reads local files (no hub access)."""
-    import mteb
+    mteb = _mteb()
     from datasets import Dataset
 
     definition = task_definition(name)

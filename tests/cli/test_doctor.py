@@ -9,7 +9,7 @@ import torch
 from harness.cli import main
 from harness.errors import ConfigError
 
-NAMES = ["cuda", "bf16", "faiss-gpu", "java", "seismic", "cluster/submitit", "ray", "topics/fasttext",
+NAMES = ["cuda", "bf16", "faiss-gpu", "java", "cmteb/mteb", "seismic", "cluster/submitit", "ray", "topics/fasttext",
          "bitsandbytes", "vllm", "playwright+chromium", "threads"]
 
 
@@ -37,8 +37,8 @@ def test_doctor_reports_what_this_machine_has(capsys):
     assert f"sees {gpu_count()} GPU(s)" in checks["faiss-gpu"]["detail"]
     runtime = find_java_runtime()
     assert checks["java"]["ok"] and checks["java"]["detail"].startswith(f"Java {runtime.major} from {runtime.source}")
-    for name, module in (("seismic", "seismic"), ("cluster/submitit", "submitit"), ("ray", "ray"),
-                         ("topics/fasttext", "fasttext"), ("vllm", "vllm")):
+    for name, module in (("cmteb/mteb", "mteb"), ("seismic", "seismic"), ("cluster/submitit", "submitit"),
+                         ("ray", "ray"), ("topics/fasttext", "fasttext"), ("vllm", "vllm")):
         assert checks[name]["ok"] == (importlib.util.find_spec(module) is not None), name
     if importlib.util.find_spec("ray") is None:
         assert checks["ray"]["why_not"] == "pip install 'retrieval-harness[ray]'"
