@@ -71,10 +71,14 @@ def test_every_rendered_difference_is_footnoted_and_verified(paper, number):
 def test_the_last_digit_differences_are_footnoted():
     """The recomputed averages that differ from their print in the last digit only (within what rounded
     inputs allow): all of them are now footnoted; 003 Table 1's ElserV2 average is one (52.08 vs 52.07).
-    Eleven, and four gains of 000's Tables 9-11 (an average's delta printed from unrounded scores)."""
+    They are the "rounding" findings pinned per table in test_paper_tables.py (among them four gains of 000's
+    Tables 9-11: an average's delta printed from unrounded scores)."""
+    from test_paper_tables import EXPECTED_FINDINGS
+
     rounding = [(paper, number, f) for paper, number in ALL_TABLES for f in verify(table_spec(paper, number))
                 if f.kind == "rounding"]
-    assert len(rounding) == 11 + 4
+    pinned = [(key, f[1], f[2]) for key, found in EXPECTED_FINDINGS.items() for f in found if f[0] == "rounding"]
+    assert [((p, n), f.row, f.column) for p, n, f in rounding] == pinned and len(rounding) >= 11 + 4
     assert sum(paper == "000" and number in (9, 10, 11) for paper, number, _ in rounding) == 4
     body = _body(to_table(table_spec("003", 1)))
     avg = body["Avg"].cells[_column_index(table_spec("003", 1), "elserv2")]
