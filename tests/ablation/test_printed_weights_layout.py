@@ -25,7 +25,7 @@ def finished(tmp_path):
     folder.mkdir(parents=True)
     (folder / SUMMARY_FILE).write_text(json.dumps({"cells": [{"variant": v, "key": f"k{i}"}
                                                              for i, v in enumerate(OURS)]}))
-    for i, (variant, weights) in enumerate(OURS.items()):
+    for i, weights in enumerate(OURS.values()):
         method = train_cell_dir(tmp_path, f"k{i}") / "method"
         method.mkdir(parents=True)
         (method / "weights.json").write_text(json.dumps(weights))
