@@ -127,8 +127,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     setup_logging(args.verbose, args.quiet)
+    progress_before = os.environ.get(PROGRESS_ENV)
     _set_progress(args)
     prefix = f"harness {args.command}"
+    try:
+        return _run_command(args, prefix)
+    finally:
+        # main() called in-process (tests, notebooks): the next command starts from the caller's setting
+        if progress_before is None:
+            os.environ.pop(PROGRESS_ENV, None)
+        else:
+            os.environ[PROGRESS_ENV] = progress_before
+
+
+def _run_command(args: argparse.Namespace, prefix: str) -> int:
     try:
         _set_threads(args.threads)
         if sys.stderr.isatty():
