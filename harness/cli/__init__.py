@@ -81,6 +81,11 @@ def _quiet_libraries() -> None:
     """Library progress bars (weight loading/saving) drown our own; our bars stay on."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    hf_logging = sys.modules.get("transformers.utils.logging")
+    if hf_logging is not None and os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1":
+        # transformers reads the variable once, on import: main() called in-process after an import (tests,
+        # notebooks) turns its weight-loading bar off as a fresh CLI process does
+        hf_logging.disable_progress_bar()
 
 
 def _threads_setting(threads: int | None) -> int | None:

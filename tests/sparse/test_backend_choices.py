@@ -74,9 +74,13 @@ def test_the_cli_quantisation_choices_are_the_engine_rules():
     assert tuple(CLI_RULES) == tuple(QUANTIZATIONS)
 
 
-def test_progress_false_keeps_encoding_bars_off(dataset, tmp_path, capfd):
-    """`harness run --no-progress` reaches the evaluation: no encoding bars on stderr (dense and sparse)."""
+def test_progress_false_keeps_encoding_bars_off(dataset, tmp_path, capfd, monkeypatch):
+    """`harness run --no-progress` reaches the evaluation: no encoding bars on stderr (dense and sparse), even
+    where bars are forced on (HARNESS_PROGRESS=on, as on a terminal: captured stderr is none)."""
     from harness.pipeline import ModelSpec, evaluate_model, load_benchmark
+    from harness.progress import PROGRESS_ENV
+
+    monkeypatch.setenv(PROGRESS_ENV, "on")
 
     loaded = load_benchmark(dataset)
     for name in ("splade-tiny", "minilm"):
