@@ -34,6 +34,17 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+# The seed papers' text extractions sit beside the repository (../shared/papers); HARNESS_SHARED_PAPERS overrides.
+PAPERS_DIR = Path(os.environ.get("HARNESS_SHARED_PAPERS", REPO_ROOT.parent / "shared" / "papers"))
+
+
+@pytest.fixture(scope="session")
+def papers_dir() -> Path:
+    if not PAPERS_DIR.is_dir():
+        pytest.skip(f"seed papers not found at {PAPERS_DIR} (set HARNESS_SHARED_PAPERS)")
+    return PAPERS_DIR
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Run a module's torch work on one thread: tiny models train fastest that way (also on a machine

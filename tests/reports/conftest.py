@@ -1,27 +1,14 @@
-"""Fixtures for the reports tests: a pdflatex compiler and the seed papers' text."""
+"""Fixtures for the reports tests: a pdflatex compiler (the seed papers' text: ``papers_dir`` in tests/conftest.py)."""
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from reports.table import Cell, Column, Row, Table
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-# The seed papers' text extractions sit beside the repository (../shared/papers).
-PAPERS_DIR = Path(os.environ.get("HARNESS_SHARED_PAPERS", REPO_ROOT.parent / "shared" / "papers"))
-
 PREAMBLE = "\\documentclass{article}\n\\usepackage{booktabs,multirow}\n"
-
-
-@pytest.fixture(scope="session")
-def papers_dir() -> Path:
-    if not PAPERS_DIR.is_dir():
-        pytest.skip(f"seed papers not found at {PAPERS_DIR} (set HARNESS_SHARED_PAPERS)")
-    return PAPERS_DIR
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,6 @@ from the release-format fixtures in tests/fixtures/training_data/splade."""
 from __future__ import annotations
 
 import math
-import os
 import shutil
 from pathlib import Path
 
@@ -64,14 +63,11 @@ def test_exclude_build_on_fixtures(tmp_path: Path):
     assert data.sources[data.names.index("gooaq_pairs")].meta["sampling_probability"] == pytest.approx(20.53 / 96.42)
 
 
-def test_recipe_constants_equal_the_paper_text():
+def test_recipe_constants_equal_the_paper_text(papers_dir):
     """The recipe's 26 names and ratios are appendix A's, read from the paper's text extraction (the table has no
     number or caption in the paper; lines 224-249 of ../shared/papers/003_*.txt, one 'name<TAB>ratio' a line)."""
-    papers = Path(os.environ.get("HARNESS_SHARED_PAPERS", Path(__file__).resolve().parents[3] / "shared" / "papers"))
-    found = sorted(papers.glob("003_*.txt")) if papers.is_dir() else []
-    if not found:
-        pytest.skip(f"seed papers not found at {papers} (set HARNESS_SHARED_PAPERS)")
-    lines = found[0].read_text(encoding="utf-8").splitlines()
+    (found,) = sorted(papers_dir.glob("003_*.txt"))
+    lines = found.read_text(encoding="utf-8").splitlines()
     start = lines.index("Dataset Name\tSampling ratio") + 1
     printed = dict(line.split("\t") for line in lines[start:start + 26])
     assert len(printed) == 26
