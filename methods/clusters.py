@@ -141,7 +141,6 @@ class ClusterDROOptions(BaseLossOptions):
 
 
 CLUSTER_OPTIONS = defaults(ClusterDROOptions)   # the plain defaults, for callers that read them as a dict
-COCO_KEYS = ("preset", "train", "options")
 TRACE_FILE = "dro_trace.npz"
 TRACE_KEYS = ("weights", "losses", "counts", "sizes")
 
@@ -222,23 +221,13 @@ class ClusterDRO(Method):
         return sorted({*clusters, *negatives})
 
     # ------------------------------------------------------------------ COCO first ("+COCO" rows), warm-up
-    def _stage_option(self, spec: TrainSpec, name: str) -> Mapping[str, Any] | None:
-        value = self.resolve_options(dict(spec.method_options))[name]
-        if not value:
-            return None
-        if not isinstance(value, Mapping) or set(value) - set(COCO_KEYS):
-            given = sorted(value) if isinstance(value, Mapping) else type(value).__name__
-            raise ConfigError(f"method {self.name!r}: option {name} must be a mapping with keys "
-                              f"{', '.join(COCO_KEYS)}; got {given}")
-        return value
-
     def coco_spec(self, spec: TrainSpec) -> TrainSpec | None:
         """The COCO pretraining run this fine-tuning starts from (option ``coco``), or None.
 
         ``coco: {preset: tiny|small|paper, train: {TrainSpec overrides}, options: {corpora: [...], ...}}``;
         the backbone and the seed are the fine-tuning run's unless ``train`` names a ``model`` (the paper's
         COCO starts from Condenser, its fine-tuning baselines from coCondenser)."""
-        coco = self._stage_option(spec, "coco")
+        coco = self.stage_option(spec, "coco")
         if coco is None:
             return None
         train = dict(coco.get("train") or {})
@@ -254,7 +243,7 @@ class ClusterDRO(Method):
         ``warmup: {preset, train, options}``: a ``dro-erm`` run (uniform loss, the same per-sample loss) on the
         collection's own negatives (BM25: no ANCE refresh), from the fine-tuning's backbone and seed; the
         fine-tuning's ``coco`` option moves into it, so COCO, warm-up and fine-tuning run in that order."""
-        warm = self._stage_option(spec, "warmup")
+        warm = self.stage_option(spec, "warmup")
         if warm is None:
             return None
         own = dict(spec.method_options)
@@ -283,11 +272,11 @@ class ClusterDRO(Method):
         warm = self.warmup_spec(spec)
         if warm is not None:
             sources = {f"options.{name}": _WARMUP_NEGATIVES for name in ("ance_refresh_steps", "ance_warmup")}
-            sources.update(self._given_sources("warmup", self._stage_option(spec, "warmup")))
+            sources.update(self._given_sources("warmup", self.stage_option(spec, "warmup")))
             return [Stage("warmup", "BM25 warm-up (dro-erm)", "dro-erm", warm, starts_from=True, sources=sources)]
         coco = self.coco_spec(spec)
         return [] if coco is None else [Stage("coco", "COCO pretraining (coco)", "coco", coco, starts_from=True,
-                                              sources=self._given_sources("coco", self._stage_option(spec, "coco")))]
+                                              sources=self._given_sources("coco", self.stage_option(spec, "coco")))]
 
     def make_optimizer(self, spec: TrainSpec, groups: list[dict[str, Any]]) -> torch.optim.Optimizer | None:
         """LAMB (:mod:`methods.lamb`) with the spec's lr, betas and eps when the option ``optimizer`` is ``lamb``;

@@ -53,7 +53,6 @@ if TYPE_CHECKING:
 A_MODES = ("pos", "neg")
 T_MODES = ("momentum", "constant")
 STATISTICS = ("global", "local")
-PRETRAIN_KEYS = ("preset", "train", "options")
 REDUCTIONS = ("mean", "sum", "none")
 PLOTTED = ("t", "sigma", "downweighted_share", "modulated_share", "emphasised_share", "damped_share")
 
@@ -400,13 +399,9 @@ class PEG(Method):
         the backbone and the seed are the fine-tuning run's, a smoke run's caps hold for it too."""
         from methods.retromae import RetroMAE
 
-        pre = self.resolve_options(dict(spec.method_options))["pretrain"]
-        if not pre:
+        pre = self.stage_option(spec, "pretrain")
+        if pre is None:
             return None
-        if not isinstance(pre, Mapping) or set(pre) - set(PRETRAIN_KEYS):
-            given = sorted(pre) if isinstance(pre, Mapping) else type(pre).__name__
-            raise ConfigError(f"method 'peg': option pretrain must be a mapping with keys {', '.join(PRETRAIN_KEYS)}; "
-                              f"got {given}")
         limits = {"limits": spec.limits} if spec.limits else {}
         return RetroMAE.spec(str(pre.get("preset", "tiny")), **{"model": spec.model, "seed": spec.seed,
                                                                  **dict(pre.get("train") or {}),

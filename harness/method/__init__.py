@@ -94,6 +94,11 @@ if TYPE_CHECKING:  # imported lazily: listing methods must not import torch
     from harness.train.context import EncodedBatch, LossOutput, TrainContext
     from harness.train.stages import DataStage, Stage, StageResult
 
+# The keys of an option that describes a stage run (Method.stage_option): its method preset, TrainSpec
+# overrides and the stage method's options.
+STAGE_OPTION_KEYS = ("preset", "train", "options")
+
+
 def check_choice(owner: str, option: str, value: Any, choices: Sequence[str]) -> None:
     """Refuse a method option outside ``choices``, naming the method, the option and the choices."""
     if value not in choices:
@@ -179,6 +184,18 @@ class Method:
         """The declared defaults merged with ``options``, checked against ``Options`` (unknown names with a
         did-you-mean, types, choices, ranges).  Subclasses add only cross-field checks."""
         return validate_options(type(self).Options, options, owner=f"method {self.name!r}")
+
+    def stage_option(self, spec: TrainSpec, name: str) -> Mapping[str, Any] | None:
+        """The option ``name`` that describes a stage run (``{preset, train, options}``: COCO pretraining, a
+        warm-up, RetroMAE), checked for that shape; None when unset."""
+        value = self.resolve_options(dict(spec.method_options))[name]
+        if not value:
+            return None
+        if not isinstance(value, Mapping) or set(value) - set(STAGE_OPTION_KEYS):
+            given = sorted(value) if isinstance(value, Mapping) else type(value).__name__
+            raise ConfigError(f"method {self.name!r}: option {name} must be a mapping with keys "
+                              f"{', '.join(STAGE_OPTION_KEYS)}; got {given}")
+        return value
 
     def dataset_weights(self, spec: TrainSpec, data: TrainingData) -> np.ndarray:
         """Initial sampling weights: ``spec.dataset_weights`` (by source name), else uniform."""
