@@ -256,8 +256,12 @@ def _trec_order(qcode: np.ndarray, scores: np.ndarray,
     ranks = np.asarray(doc_ranks(tied_rows)).astype(np.int64, copy=False)
     top = int(ranks.max()) if len(ranks) else 0
     if int(group[-1]) < (2**62) // (top + 1):
-        # One int64 key per tied row: group ascending, then doc rank descending.
-        key = group * (top + 1) + (top - ranks)
+        # One int64 key per tied row: group ascending, then doc rank descending; built in place in
+        # ``group`` (no temporaries: with most of a 50M-row run tied, each would be hundreds of MB).
+        key = group
+        key *= top + 1
+        key += top
+        key -= ranks
         del group, ranks
         within = np.argsort(key, kind="stable")
     else:                                   # the key would overflow: two sorts
