@@ -31,6 +31,7 @@ from harness.train.spec import TrainSpec
 
 if TYPE_CHECKING:
     from harness.train.context import TrainContext
+    from harness.train.tokens import TokenCache
 
 _PICK_STREAM = 0x9E1
 Features = dict[str, torch.Tensor]
@@ -144,8 +145,16 @@ def _pick_negatives(negs: list[str], m: int, rng: np.random.Generator, data: Tra
     return out, [True] * m
 
 
-def tokenize_batch(batch: TrainBatch, tokenizer, spec: TrainSpec, append_eos: bool) -> TrainBatch:
-    """Attach tokenized ``query`` and ``passage`` features (padded per side)."""
+def tokenize_batch(batch: TrainBatch, tokenizer, spec: TrainSpec, append_eos: bool,
+                   cache: TokenCache | None = None) -> TrainBatch:
+    """Attach tokenized ``query`` and ``passage`` features (padded per side).
+
+    With ``cache`` (a :class:`~harness.train.tokens.TokenCache` of ``tokenizer``, e.g.
+    ``ctx.token_cache(tokenizer)``) texts seen before are not tokenized again; the features are the same."""
+    if cache is not None and cache.tokenizer is tokenizer:
+        batch.features["query"] = cache.encode(batch.queries, spec.query_max_length, append_eos)
+        batch.features["passage"] = cache.encode(batch.passages, spec.doc_max_length, append_eos)
+        return batch
     batch.features["query"] = dict(tokenize(tokenizer, batch.queries, spec.query_max_length, append_eos=append_eos))
     batch.features["passage"] = dict(tokenize(tokenizer, batch.passages, spec.doc_max_length, append_eos=append_eos))
     return batch
@@ -154,7 +163,8 @@ def tokenize_batch(batch: TrainBatch, tokenizer, spec: TrainSpec, append_eos: bo
 def default_batch(examples: list[tuple[int, int]], ctx: TrainContext, micro_index: int) -> TrainBatch:
     """The trainer's default micro-batch: query/positive/negatives rows, prompted and tokenized."""
     batch = build_batch(examples, ctx.data, ctx.spec, micro_index, ctx.rank, ctx.world_size)
-    return tokenize_batch(batch, ctx.tokenizer, ctx.spec, bool(ctx.encoding.get("append_eos", False)))
+    return tokenize_batch(batch, ctx.tokenizer, ctx.spec, bool(ctx.encoding.get("append_eos", False)),
+                          ctx.token_cache(ctx.tokenizer))
 
 
 def source_counts(group_ids: np.ndarray, names: list[str]) -> dict[str, int]:

@@ -32,6 +32,7 @@ from harness.train.batching import Batch, TrainBatch, tokenize_batch
 from harness.train.encoding import encode_chunks
 from harness.train.losses import candidate_info_nce, candidate_mask, similarity_scores
 from harness.train.model import load_frozen_model
+from harness.train.tokens import TokenCache
 
 if TYPE_CHECKING:
     from harness.data.collections import TrainingData
@@ -174,6 +175,16 @@ class TrainContext:
     # ``prepare`` handed over: what hooks read instead of state stashed before training.
     stages: Mapping[str, StageResult] = field(default_factory=dict)
     prepared: Mapping[str, Any] = field(default_factory=dict)
+    # Token ids per text, one cache per tokenizer (harness.train.tokens): not state, a resumed run refills it.
+    token_caches: list[TokenCache] = field(default_factory=list, repr=False)
+
+    def token_cache(self, tokenizer: Any) -> TokenCache:
+        """The run's :class:`~harness.train.tokens.TokenCache` of ``tokenizer`` (made on first use)."""
+        for cache in self.token_caches:
+            if cache.tokenizer is tokenizer:
+                return cache
+        self.token_caches.append(TokenCache(tokenizer))
+        return self.token_caches[-1]
 
     @property
     def is_boundary(self) -> bool:
@@ -262,7 +273,8 @@ class TrainContext:
         batch = self.query_batch()
         view = TrainBatch(batch.queries, batch.passages, batch.group_ids, batch.only_hn,
                           batch.passage_valid, batch.passages_per_query)
-        tokenize_batch(view, frozen.tokenizer, self.spec, frozen.encoding["append_eos"])
+        tokenize_batch(view, frozen.tokenizer, self.spec, frozen.encoding["append_eos"],
+                       self.token_cache(frozen.tokenizer))
         chunk = self.spec.gradcache_chunk_size
         q, _ = encode_chunks(frozen.model, view.features["query"], chunk, self.device, grad=False,
                              autocast=self.autocast)

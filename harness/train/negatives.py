@@ -206,7 +206,8 @@ class AnceNegatives:
     def make_batch(self, examples: list[tuple[int, int]], ctx: TrainContext, micro_index: int) -> TrainBatch:
         """The trainer's default batch, with the rows' current negatives."""
         batch = build_batch(examples, self.view, ctx.spec, micro_index, ctx.rank, ctx.world_size)
-        return tokenize_batch(batch, ctx.tokenizer, ctx.spec, bool(ctx.encoding.get("append_eos", False)))
+        return tokenize_batch(batch, ctx.tokenizer, ctx.spec, bool(ctx.encoding.get("append_eos", False)),
+                              ctx.token_cache(ctx.tokenizer))
 
     def negatives_of(self, source: int, row: int) -> list[str]:
         """The current negatives of one training row."""
