@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from harness.ablation.axes import baseline_system, replicates, suite_systems
 from harness.ablation.benchmarks import load_benchmark_ref
 from harness.ablation.cells import eval_key
-from harness.ablation.layout import REPORTED_MARK, layout_kind, layout_names, load_layout
+from harness.ablation.layout import REPORTED_MARK, layout_kind, load_layout, table_section
 from harness.ablation.paths import cell_result_dir, eval_cell_dir, report_dir, train_cell_dir
 from harness.ablation.provenance import settings_diff, value_text
 from harness.ablation.spec import AblationSuite
@@ -185,10 +185,10 @@ def reported_tables(suite: AblationSuite, scale: str, results_root: str | Path) 
     HTML report, and a warning for each such layout that could not be rendered (the report stands without it)."""
     tables: list[ResultTable] = []
     warnings: list[str] = []
-    names, _ = layout_names(suite)
-    for name in names:
+    section = table_section(suite)
+    for name in section.layouts:
         try:
-            layout = load_layout(suite, scale, name)
+            layout = load_layout(suite, scale, name, section)
         except ConfigError:
             continue            # e.g. a layout without columns at this scale: not part of this report
         if not layout.has_reported:

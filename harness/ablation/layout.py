@@ -180,10 +180,13 @@ def layout_names(suite: AblationSuite) -> tuple[list[str], str | None]:
     return list(table.layouts), table.default
 
 
-def load_layout(suite: AblationSuite, scale: str, name: str | None = None) -> TableLayout:
+def load_layout(suite: AblationSuite, scale: str, name: str | None = None,
+                table: TableSection | None = None) -> TableLayout:
     """Layout ``name`` (default: the suite's default layout) at ``scale``: the schema read its shape (with
-    file:line); here its kind, its columns for that kind, and its rows against the suite's variants."""
-    table = table_section(suite)
+    file:line); here its kind, its columns for that kind, and its rows against the suite's variants.
+    ``table``: the suite's ``table:`` section when the caller already read it (a loop over all layouts reads it
+    once instead of once per layout)."""
+    table = table if table is not None else table_section(suite)
     names = list(table.layouts)
     where = f"suite {suite.name!r} table layout"
     if not names:

@@ -409,10 +409,25 @@ def _transcribed(paper_id: str, number: int) -> TableSpec:
     return load_tables(paper_id, number)[0]
 
 
+# line_names per table and axis: a suite's layouts name the same few tables thousands of times (each reported
+# row against each column at each scale), and recounting the labels each time made checking tdro's layouts take
+# minutes.  The spec is kept beside its names, so an id is never reused for another table while cached.
+_LINE_NAMES: dict[tuple[int, str], tuple[TableSpec, dict[str, int]]] = {}
+
+
 def line_names(spec: TableSpec, axis: str) -> dict[str, int]:
     """The names a suite file may use for the rows (``axis="row"``) or columns of a transcribed table, with
     their index: a row's id, or its label where unique; a column's key, its label or group where unique, or
     ``"<group> <label>"``."""
+    cached = _LINE_NAMES.get((id(spec), axis))
+    if cached is not None and cached[0] is spec:
+        return cached[1]
+    names = _line_names(spec, axis)
+    _LINE_NAMES[(id(spec), axis)] = (spec, names)
+    return names
+
+
+def _line_names(spec: TableSpec, axis: str) -> dict[str, int]:
     out: dict[str, int] = {}
     if axis == "row":
         labels = collections.Counter(r.label for r in spec.rows)

@@ -28,7 +28,7 @@ from typing import Any
 
 from harness.ablation.axes import apply_axes, keep_checkpoints, replicates, systems_of
 from harness.ablation.cells import method_preset, variant_train_overrides
-from harness.ablation.layout import layout_names, load_layout
+from harness.ablation.layout import load_layout, table_section
 from harness.ablation.problems import KeyPath, Problems
 from harness.ablation.resolve import SYNTHETIC_PREFIX, resolve_data_entry, resolve_path, substitute, unresolved
 from harness.ablation.spec import NO_TRAINING, AblationSuite, closest, load_suite
@@ -311,15 +311,16 @@ def _model(model: str, where: tuple, problems: Problems) -> None:
 
 def _layouts(suite: AblationSuite, scale: str, problems: Problems) -> None:
     try:
-        names, _default = layout_names(suite)
+        table = table_section(suite)
     except HarnessError:
         return      # the table: section's own problems were recorded where the file was read, with the others
-    smoke = suite.scale(scale).recipe is not None
-    for name in names:
-        entry = suite.table.layouts[name]
-        if smoke and scale not in entry.scales and not entry.columns:
-            continue        # a smoke scale checks the code path; its table is the plain comparison table
+    for name, entry in table.layouts.items():
+        if scale not in entry.scales and not entry.columns:
+            # A layout whose columns exist only at other scales (a paper's table over its real benchmarks) is
+            # not drawn at this one: `harness table --layout` says so when asked for it.  A smoke scale's table
+            # is the plain comparison table for the same reason.
+            continue
         try:
-            load_layout(suite, scale, name)
+            load_layout(suite, scale, name, table)
         except HarnessError as exc:
             problems.add(("table", "layouts", name), str(exc))
