@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import shutil
 import time
 from collections.abc import Mapping, Sequence
@@ -61,6 +62,10 @@ FINAL_DIR = "final"
 METHOD_DIR = "method"
 EPISODE_DIR = "episodes"
 _MIXED = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
+# A backbone at most this wide trains on one CPU thread unless a thread count was chosen (tiny_model_threads).
+TINY_HIDDEN = 64
+# A thread count the user chose: --threads / HARNESS_NUM_THREADS (the CLI sets OMP_NUM_THREADS from it), or OpenMP's.
+_THREAD_CHOICES = ("HARNESS_NUM_THREADS", "OMP_NUM_THREADS")
 
 
 def make_accelerator(precision: str = "fp32"):
@@ -85,6 +90,21 @@ def make_accelerator(precision: str = "fp32"):
     # One line per trained run says where it ran: the GPU check (scripts/gpu_check.py) reads it from the logs.
     log.info("training on %s (%s, %d process(es))", accelerator.device, precision, accelerator.num_processes)
     return accelerator
+
+
+def tiny_model_threads(model: torch.nn.Module, device: torch.device) -> int | None:
+    """1 for a backbone at most :data:`TINY_HIDDEN` wide trained on a CPU without a chosen thread count, else None.
+
+    The ops of such a model (the quickstart's hidden-32 BERT) last microseconds, so a second intra-op
+    thread gains nothing and, on a loaded machine, costs a lot: OpenMP threads wait for each other at
+    every op.  Measured on the quickstart's training (2 cores, load average about 10): 2.2 s per step on
+    two threads, 0.27 s on one, and 11x the process CPU time.  It also makes the trained numbers the
+    same on every machine (torch's default is the core count, and the sums' order depends on it)."""
+    if device.type != "cpu" or any(os.environ.get(name) for name in _THREAD_CHOICES):
+        return None
+    config = getattr(getattr(model, "backbone", model), "config", None)
+    hidden = getattr(config, "hidden_size", None)
+    return 1 if isinstance(hidden, int) and hidden <= TINY_HIDDEN else None
 
 
 class Trainer:
@@ -170,6 +190,10 @@ class Trainer:
         started = time.time()
         last_saved = start
         episodes = self._episode_steps()
+        restarts = self._optimizer_restarts(episodes)
+        threads, previous_threads = tiny_model_threads(self.model, self.acc.device), torch.get_num_threads()
+        if threads is not None:
+            torch.set_num_threads(threads)
         try:
             for step in range(start, spec.steps):
                 if step in episodes:
@@ -177,6 +201,9 @@ class Trainer:
                         self._save(step)       # a kill during the episode resumes here and redoes it
                         last_saved = step
                     self._episode(step)
+                if step in restarts:
+                    # after the checkpoint above (which holds the state before it), so a resumed run clears it again
+                    getattr(self.optimizer, "optimizer", self.optimizer).state.clear()
                 record = self._train_step(step)
                 self.step_losses.append(record["loss"])
                 logger.write(record, persist=(step + 1) % spec.log_every == 0 or step + 1 == spec.steps)
@@ -185,6 +212,8 @@ class Trainer:
                     last_saved = step + 1
         finally:
             logger.close()
+            if threads is not None:
+                torch.set_num_threads(previous_threads)
         if last_saved != spec.steps:
             self._save(spec.steps)
         return self._finish(time.time() - started)
@@ -204,7 +233,9 @@ class Trainer:
         # from_pretrained returns the backbone in eval mode: without this, dropout would never be active.
         self.model.train(spec.dropout)
         optimizer = self._optimizer(self.model)
-        self.scheduler = make_scheduler(optimizer, spec.steps, spec.warmup_steps, spec.schedule, spec.min_lr_ratio)
+        factor = self.method.lr_factor(spec)     # a method's own schedule (e.g. restarts per episode)
+        self.scheduler = (make_scheduler(optimizer, spec.steps, spec.warmup_steps, spec.schedule, spec.min_lr_ratio)
+                          if factor is None else torch.optim.lr_scheduler.LambdaLR(optimizer, factor))
         global_micro = spec.batch_size // spec.grad_accum
         prepared = self.prepared
         weights: Any = (prepared.dataset_weights if prepared is not None and prepared.dataset_weights is not None
@@ -287,6 +318,13 @@ class Trainer:
             raise ConfigError(f"method {self.method.name!r}: episode steps {bad} are not steps of a "
                               f"{self.spec.steps}-step run (0 .. {self.spec.steps - 1})")
         return set(steps)
+
+    def _optimizer_restarts(self, episodes: set[int]) -> set[int]:
+        steps = set(self.method.optimizer_restarts(self.spec))
+        bad = sorted(steps - episodes)
+        if bad:
+            raise ConfigError(f"method {self.method.name!r}: optimizer restarts {bad} are not episode steps")
+        return steps
 
     def _episode(self, step: int) -> None:
         """Run the method's episode before ``step`` into a fresh ``episodes/step-*`` folder.
