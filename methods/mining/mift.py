@@ -143,7 +143,9 @@ def mift_train(model: str, examples: Sequence[Mapping[str, str]], out_dir: str |
     per_step = settings.batch_size * settings.grad_accum
     steps = settings.epochs * math.ceil(len(encoded) / per_step)
     params = [p for p in peft_model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=settings.lr, weight_decay=0.0)
+    # The multi-tensor (foreach) path: PyTorch takes it only for CUDA by default; bitwise the loop's result
+    # (tests/train/test_optimizer_step.py), one kernel over the many small LoRA tensors.
+    opt = torch.optim.AdamW(params, lr=settings.lr, weight_decay=0.0, foreach=True)
     sched = get_cosine_schedule_with_warmup(opt, math.ceil(settings.warmup_ratio * steps), steps)
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
     gen = torch.Generator().manual_seed(settings.seed)

@@ -53,6 +53,21 @@ def test_the_cpu_optimizer_is_foreach_adamw_and_bitwise_the_one_tensor_loop(one_
     assert torch.equal(_train(ours_model, ours, 8), _train(loop_model, loop, 8))
 
 
+def test_the_other_optimizers_the_methods_use(one_thread):
+    """MIFT's LoRA AdamW (weight decay 0) takes the foreach path too, bitwise the loop.  The others have none to
+    take: tDRO's SGD steps one tensor (log alpha), and LAMB (COCO-DR's released scripts) is the project's own
+    per-tensor loop (methods/lamb.py; PyTorch has no LAMB, and a multi-tensor norm would sum in another order)."""
+    import inspect
+
+    from methods.mining import mift
+
+    assert "foreach=True" in inspect.getsource(mift.mift_train)
+    models = [_tiny_model(), _tiny_model()]
+    ours = torch.optim.AdamW(models[0].parameters(), lr=1e-3, weight_decay=0.0, foreach=True)
+    loop = torch.optim.AdamW(models[1].parameters(), lr=1e-3, weight_decay=0.0, foreach=False)
+    assert torch.equal(_train(models[0], ours, 8), _train(models[1], loop, 8))
+
+
 @pytest.mark.benchmark
 @pytest.mark.slow
 def test_foreach_step_is_faster_than_the_one_tensor_loop(benchmark, one_thread):
