@@ -33,7 +33,7 @@ Subclasses implement ``robust_loss(out, ctx)`` and their own weight state.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -89,8 +89,12 @@ _KMEANS = "OpenMatch/COCO-DR ANCE/drivers/run_ann_data_gen.py faiss.Kmeans(dim, 
 ANCE_WARMUPS = ("data", "bm25", "model")
 _WARMUP_NEGATIVES = ("OpenMatch/COCO-DR warmup/commands/run_bm25_warmup.sh (trains on triples.train.small.tsv: the "
                      "collection's BM25 negatives, none re-mined)")
+_WARMUP_SCHEDULE = ("OpenMatch/COCO-DR warmup/drivers/run_bm25_warmup.py (one get_linear_schedule_with_warmup over the "
+                    "run: the warm-up has no ANCE episodes)")
 KMEANS_METRICS = ("l2", "dot")
 OPTIMIZERS = ("adamw", "lamb")
+EPISODE_LRS = ("single", "restart")
+_RUN_ANN = "OpenMatch/COCO-DR ANCE/drivers/run_ann.py"
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,28 @@ class ClusterDROOptions(BaseLossOptions):
                                          "warm-up and ANCE commands: --optimizer lamb; methods.lamb)",
                             choices=OPTIMIZERS,
                             source="paper 001 §5.1 (AdamW); the released scripts use LAMB: optimizer lamb")
+    episode_lr: str = option("single", doc="learning rate and optimizer over the ANCE episodes: one schedule and "
+                                           "optimizer over the run (single), or each episode a fresh run (restart: "
+                                           "optimizer state cleared, warm-up of warmup_steps, linear decay to 0 at "
+                                           "restart_horizon steps into the episode, peak lr x max(restart_floor, "
+                                           "1 - episode start / restart_total))",
+                             choices=EPISODE_LRS,
+                             source="harness default: the spec's one schedule, so existing keys and results are "
+                                    "unchanged; the released driver runs each episode as a new process ("
+                                    + _RUN_ANN + " with --single_warmup --round i): mode restart")
+    restart_horizon: int = option(60000, doc="restart mode: steps into an episode at which its linear decay "
+                                             "reaches 0", unit="optimizer steps", bounds="[1, inf)",
+                                  source=_RUN_ANN + " (--num_training_steps default 60000, the "
+                                         "get_linear_schedule_with_warmup horizon; ANCE/README.md sets none)")
+    restart_total: int = option(300000, doc="restart mode: an episode starting at step s peaks at lr x max("
+                                            "restart_floor, 1 - s / restart_total)",
+                                unit="optimizer steps", bounds="[1, inf)",
+                                source=_RUN_ANN + " (--total_training_steps default 300000; ANCE/README.md sets "
+                                       "none)")
+    restart_floor: float = option(0.2, doc="restart mode: the lowest peak of an episode, as a share of lr",
+                                  bounds="[0, 1]",
+                                  source=_RUN_ANN + " (learning_rate = max(0.2, 1 - global_step / "
+                                         "total_training_steps) x learning_rate when continuing from a checkpoint)")
     warmup: dict[str, object] | None = option(None, doc="BM25 warm-up stage first: {preset, train, options} of a "
                                                         "dro-erm run on the collection's BM25 negatives (the "
                                                         "released warmup/ stage); COCO, when set, runs before it",
@@ -157,6 +183,24 @@ def triplet_losses(q: torch.Tensor, p: torch.Tensor, similarity: str = "dot", te
         q, p = F.normalize(q, dim=-1), F.normalize(p, dim=-1)
     scores = torch.einsum("bd,bkd->bk", q, p) / temperature
     return F.cross_entropy(scores, torch.zeros(len(q), dtype=torch.long, device=q.device), reduction="none")
+
+
+def restarted_linear_factor(step: int, starts: list[int], warmup: int, horizon: int, total: int,
+                            floor: float) -> float:
+    """The multiplier of the peak rate at optimizer step ``step`` (0-based) when every stretch beginning
+    at one of ``starts`` is a fresh run, as each round of the released ANCE driver is.
+
+    The stretch beginning at ``s`` (the last start <= ``step``; 0 before the first) peaks at
+    ``max(floor, 1 - s / total)``; within it the rate warms up linearly over ``warmup`` steps from 0,
+    then decays linearly to 0 at ``horizon`` steps after ``s`` and stays there, which is
+    ``transformers.get_linear_schedule_with_warmup``.  Written out rather than chaining transformers'
+    schedulers so the whole run is one ``LambdaLR`` whose state (the step count) resumes anywhere."""
+    begin = max([s for s in starts if s <= step], default=0)
+    peak = max(floor, 1.0 - begin / total)
+    local = step - begin
+    if local < warmup:
+        return peak * local / max(1, warmup)
+    return peak * max(0.0, (horizon - local) / max(1, horizon - warmup))
 
 
 def kmeans_assign(x: np.ndarray, k: int, niter: int, nredo: int, seed: int, metric: str = "l2") -> np.ndarray:
@@ -220,6 +264,38 @@ class ClusterDRO(Method):
         clusters, negatives = self.schedules(spec)
         return sorted({*clusters, *negatives})
 
+    def episode_starts(self, spec: TrainSpec) -> list[int] | None:
+        """The ANCE episodes' first steps under ``episode_lr: restart`` (each a fresh run), else None."""
+        opts = self.resolve_options(dict(spec.method_options))
+        if opts["episode_lr"] != "restart":
+            return None
+        _, negatives = self.schedules(spec)
+        if not negatives:
+            raise ConfigError(f"method {self.name!r}: episode_lr restart restarts at each ANCE episode; set "
+                              "ance_refresh_steps (or episode_lr single)")
+        return negatives
+
+    def lr_factor(self, spec: TrainSpec) -> Callable[[int], float] | None:
+        """``episode_lr: restart``: the released ANCE driver's schedule (:func:`restarted_linear_factor`).
+
+        Each round of ``run_ann.py --single_warmup --round i`` is a new process: a fresh
+        ``get_linear_schedule_with_warmup(warmup_steps, num_training_steps)`` counted from the round's
+        first step, and a peak scaled by ``max(0.2, 1 - global_step / total_training_steps)`` where
+        ``global_step`` is the step of the checkpoint it continues from (0 for the first round)."""
+        starts = self.episode_starts(spec)
+        if starts is None:
+            return None
+        opts = self.resolve_options(dict(spec.method_options))
+        horizon, total, floor = int(opts["restart_horizon"]), int(opts["restart_total"]), float(opts["restart_floor"])
+        warmup = spec.warmup_steps
+        return lambda step: restarted_linear_factor(step, starts, warmup, horizon, total, floor)
+
+    def optimizer_restarts(self, spec: TrainSpec) -> list[int]:
+        """``episode_lr: restart``: every episode after the first starts with a fresh optimizer (the released
+        driver builds a new one per round and does not load the previous state: no --load_optimizer_scheduler)."""
+        starts = self.episode_starts(spec)
+        return [s for s in starts if s > 0] if starts is not None else []
+
     # ------------------------------------------------------------------ COCO first ("+COCO" rows), warm-up
     def coco_spec(self, spec: TrainSpec) -> TrainSpec | None:
         """The COCO pretraining run this fine-tuning starts from (option ``coco``), or None.
@@ -272,6 +348,7 @@ class ClusterDRO(Method):
         warm = self.warmup_spec(spec)
         if warm is not None:
             sources = {f"options.{name}": _WARMUP_NEGATIVES for name in ("ance_refresh_steps", "ance_warmup")}
+            sources["options.episode_lr"] = _WARMUP_SCHEDULE
             sources.update(self._given_sources("warmup", self.stage_option(spec, "warmup")))
             return [Stage("warmup", "BM25 warm-up (dro-erm)", "dro-erm", warm, starts_from=True, sources=sources)]
         coco = self.coco_spec(spec)

@@ -220,6 +220,17 @@ class Method:
         None (the default): AdamW with the spec's ``lr``, ``adam_betas`` and ``adam_eps``."""
         return None
 
+    def lr_factor(self, spec: TrainSpec) -> Callable[[int], float] | None:
+        """The multiplier of ``spec.lr`` at each optimizer step (0-based); None (the default): the spec's
+        ``schedule`` (:func:`harness.train.schedule.lr_factor`)."""
+        return None
+
+    def optimizer_restarts(self, spec: TrainSpec) -> list[int]:
+        """Steps before which the optimizer's state (moments, step counts) is cleared, as if training
+        started afresh from the current weights there; each must be an episode step (the trainer's
+        checkpoint before the episode makes a resumed run redo the reset).  Default: none."""
+        return []
+
     def configure(self, ctx: TrainContext) -> None:
         """Called once before training/resuming."""
 

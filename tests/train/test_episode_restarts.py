@@ -1,0 +1,131 @@
+"""The released ANCE driver's per-episode restart (ClusterDRO option ``episode_lr: restart``; OpenMatch/COCO-DR
+ANCE/drivers/run_ann.py run once per round with --single_warmup): the learning rate at the episode boundaries by
+hand and against transformers' linear schedule, the optimizer state cleared at each later episode, the engine
+hooks (Method.lr_factor / optimizer_restarts), and an exact kill-and-resume during an episode."""
+from __future__ import annotations
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from trainutil import make_data
+
+from harness.errors import ConfigError
+from harness.train import negatives as N
+from harness.train.logs import read_log
+from methods.clusters import restarted_linear_factor
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+# paper scale, base: 3 episodes of 45,000 steps, warm-up 3,000; run_ann.py defaults 60,000 / 300,000 / 0.2
+BASE = {"starts": [0, 45000, 90000], "warmup": 3000, "horizon": 60000, "total": 300000, "floor": 0.2}
+
+
+def factor(step: int, **kw) -> float:
+    return restarted_linear_factor(step, **{**BASE, **kw})
+
+
+def test_lr_at_the_episode_boundaries_by_hand():
+    # episode 1: peak 1; warm-up from 0; linear decay to 0 at 60,000, so 45,000 - 3,000 steps in: 15000/57000
+    assert factor(0) == 0.0 and factor(1500) == 0.5 and factor(3000) == 1.0
+    assert factor(44999) == pytest.approx(15001 / 57000, abs=1e-15)
+    # episode 2 (a new run from checkpoint-45000): lr x max(0.2, 1 - 45000/300000) = 0.85, warm-up again from 0
+    assert factor(45000) == 0.0 and factor(46500) == pytest.approx(0.425) and factor(48000) == pytest.approx(0.85)
+    assert factor(89999) == pytest.approx(0.85 * 15001 / 57000)
+    # episode 3: peak 0.7
+    assert factor(90000) == 0.0 and factor(93000) == pytest.approx(0.7)
+    assert factor(134999) == pytest.approx(0.7 * 15001 / 57000)
+    # large: 30,000-step episodes, peaks 1, 0.9, 0.8; the floor 0.2 once an episode starts past 240,000 steps
+    large = {"starts": [0, 30000, 60000]}
+    assert [factor(s + 3000, **large) for s in large["starts"]] == pytest.approx([1.0, 0.9, 0.8])
+    assert factor(273000, starts=[0, 270000]) == pytest.approx(0.2)
+    # past the horizon the rate stays 0 (transformers clamps at 0)
+    assert factor(70000, starts=[0]) == 0.0
+
+
+def test_matches_transformers_linear_schedule_per_episode():
+    from transformers import get_linear_schedule_with_warmup
+
+    starts, length, warmup, horizon, total = [0, 7, 14], 7, 2, 9, 30
+    peaks = [max(0.2, 1 - s / total) for s in starts]
+    expected = []
+    for peak in peaks:                                  # one fresh scheduler per episode, as each round of run_ann.py
+        p = torch.nn.Parameter(torch.zeros(1))
+        opt = torch.optim.SGD([p], lr=peak)
+        sched = get_linear_schedule_with_warmup(opt, num_warmup_steps=warmup, num_training_steps=horizon)
+        for _ in range(length):
+            expected.append(sched.get_last_lr()[0])
+            opt.step()
+            sched.step()
+    got = [restarted_linear_factor(s, starts, warmup, horizon, total, 0.2) for s in range(21)]
+    assert got == pytest.approx(expected, abs=1e-12)
+
+
+def idro_spec(model, **options):
+    from methods.idro import IDRO
+
+    opts = {"k": 3, "niter": 10, "nredo": 1, "blocks": 1, "ance_refresh_steps": 3, "ance_depth": 8, "ance_keep": 3,
+            "episode_lr": "restart", "restart_horizon": 5, "restart_total": 10, **options}
+    return IDRO.spec("tiny", model=model, batch_size=8, steps=7, warmup_steps=1, lr=1e-3, query_max_length=16,
+                     doc_max_length=32, save_every=2, keep_checkpoints=10, method_options=opts)
+
+
+def test_hooks_follow_the_option():
+    from methods.idro import IDRO
+
+    spec = idro_spec("m")
+    assert IDRO().optimizer_restarts(spec) == [3, 6]
+    lr = IDRO().lr_factor(spec)
+    assert [lr(s) for s in range(7)] == pytest.approx([0, 1, 0.75, 0, 0.7, 0.525, 0])
+    single = idro_spec("m", episode_lr="single")
+    assert IDRO().lr_factor(single) is None and IDRO().optimizer_restarts(single) == []
+    with pytest.raises(ConfigError, match="ance_refresh_steps"):
+        IDRO().lr_factor(idro_spec("m", ance_refresh_steps=0))
+
+
+class Killed(Exception):
+    pass
+
+
+def test_restart_trains_resumes_exactly_and_clears_the_optimizer(tiny_model_nodrop, tmp_path, monkeypatch):
+    from methods.idro import IDRO
+
+    spec, data = idro_spec(tiny_model_nodrop), make_data()
+    IDRO().train(spec, data, tmp_path / "straight")
+    log = read_log(tmp_path / "straight" / "train_log.jsonl")
+    assert [r["lr"] for r in log] == pytest.approx([1e-3 * f for f in (0, 1, 0.75, 0, 0.7, 0.525, 0)])
+    # the checkpoint before episode 2 holds 3 steps of moments; the one after a step of episode 2 only that step
+    states = {s: torch.load(tmp_path / "straight" / "checkpoints" / f"step-{s:08d}" / "trainer_state.pt",
+                            weights_only=False)["optimizer"]["state"] for s in (3, 4)}
+    assert {int(v["step"]) for v in states[3].values()} == {3}
+    assert {int(v["step"]) for v in states[4].values()} == {1}
+
+    # killed while re-encoding the corpus at the third episode, then after a step of it: same run
+    real = N.encode_texts
+
+    def dying_encode(ctx, texts, *args, **kwargs):
+        if ctx.step == 6 and len(texts) > 40:
+            raise Killed("killed while re-encoding the training corpus")
+        return real(ctx, texts, *args, **kwargs)
+
+    monkeypatch.setattr(N, "encode_texts", dying_encode)
+    with pytest.raises(Killed):
+        IDRO().train(spec, data, tmp_path / "killed")
+    monkeypatch.setattr(N, "encode_texts", real)
+
+    class KillAfter4(IDRO):
+        name = IDRO.name
+
+        def on_step_end(self, ctx):
+            super().on_step_end(ctx)
+            if ctx.step == 4:
+                raise Killed("killed after the first step of episode 2")
+
+    with pytest.raises(Killed):
+        KillAfter4().train(spec, data, tmp_path / "killed-step")
+    for run in ("killed", "killed-step"):
+        IDRO().train(spec, data, tmp_path / run)
+        other = read_log(tmp_path / run / "train_log.jsonl")
+        assert [r["loss"] for r in other] == [r["loss"] for r in log]            # step for step, bit-exact
+        assert [r["lr"] for r in other] == [r["lr"] for r in log]
+        wa, wb = (load_file(str(tmp_path / r / "final" / "model.safetensors")) for r in ("straight", run))
+        assert all(torch.equal(wa[k], wb[k]) for k in wa)
