@@ -1,6 +1,9 @@
 """Helpers for id arrays: factorising strings into order-preserving integer codes."""
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable
+
 import numpy as np
 
 
@@ -157,11 +160,192 @@ def narrow_codes(codes: np.ndarray, size: int) -> np.ndarray:
 
 
 def lookup_codes(vocab: IdColumn, ids: np.ndarray) -> np.ndarray:
-    """For each id in ``ids``, its code in ``vocab``'s vocabulary (-1 when absent); exact, hashed in C++."""
+    """For each id in ``ids``, its code in ``vocab``'s vocabulary (-1 when absent); exact.
+
+    A sorted vocabulary is binary-searched for the distinct ids (no hash table of the whole
+    vocabulary: a run's 1M document ids against a qrels file's 50k is a sixth of the time, and
+    needs no pyarrow copy of the vocabulary); an unsorted one is hashed in C++ by pyarrow."""
+    if len(ids) == 0 or len(vocab.vocab) == 0:
+        return np.full(len(ids), -1, dtype=np.int64)
+    if vocab.sorted:
+        distinct, inverse = np.unique(as_id_array(ids), return_inverse=True)
+        at = np.minimum(np.searchsorted(vocab.vocab, distinct), len(vocab.vocab) - 1)
+        code = np.where(vocab.vocab[at] == distinct, at, -1).astype(np.int64, copy=False)
+        return code[inverse.reshape(-1)]
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if len(ids) == 0 or len(vocab.vocab) == 0:
-        return np.full(len(ids), -1, dtype=np.int64)
     found = pc.index_in(pa.array(as_id_array(ids), type=pa.string()), value_set=vocab.arrow_vocab())
     return found.fill_null(-1).to_numpy().astype(np.int64)
+
+
+_KEY_BITS = 64
+_BLOCK = 1 << 20                 # rows a temporary of the key's width covers
+
+
+def encode_strings(groups: Iterable[Iterable[str]], count: int) -> IdColumn | None:
+    """The ids of ``groups`` (non-empty iterables of ``str``, such as the inner dicts of a nested
+    run: their keys), ``count`` in all, in order, as an :class:`IdColumn` with a sorted vocabulary,
+    with no Python step per id.  None when the ids do not suit this encoder (a NUL or lone surrogate
+    in an id, ids too varied to pack into one 64-bit key): the caller encodes them another way.
+    TypeError when an id is not a ``str``.
+
+    Why not pyarrow's ``dictionary_encode`` or ``pandas.factorize``: both probe a hash table as big as
+    the vocabulary once per row, and for a run of 5M rows over 1M distinct ids those random reads
+    cost more than pytrec_eval's whole evaluation.  Here every step streams: the ids are joined into
+    one UTF-8 buffer (C loops over the objects, a group at a time), cut into byte columns, and each
+    byte position is mapped into a few bits (its offset in the range of bytes seen there, the
+    padding after a shorter id below them all; or, when those do not fit, the byte's rank among the
+    bytes seen there).  Concatenated, these form an integer key that is exact (different ids,
+    different keys) and orders like the ids themselves (UTF-8 byte order = code point order =
+    trec_eval's ``strcmp`` order); with the row number in its low bits one SIMD ``np.sort`` gives
+    the sorted vocabulary and every row's code.  Typical ids (``doc123456``, MS MARCO numbers) need
+    4 bits a varying position, so the key fits with room for the row number.
+    """
+    if count == 0:
+        return IdColumn(np.asarray([], dtype="<U1"), np.zeros(0, dtype=np.int32), sorted=True)
+    joined = _joined_utf8(groups)
+    if joined is None:
+        return None
+    raw, ascii_only = joined
+    del joined
+    size = len(raw)
+    if size == 0:                           # one id, the empty string
+        return IdColumn(np.asarray([""]), np.zeros(1, dtype=np.int32), sorted=True)
+    buffer = np.frombuffer(raw, dtype=np.uint8)
+    separators = np.flatnonzero(buffer == 0)
+    if len(separators) != count - 1:        # a NUL inside an id: the padding could not tell it apart
+        return None
+    starts = np.empty(count, dtype=np.int64)
+    starts[0] = 0
+    np.add(separators, 1, out=starts[1:])
+    # The shortest and longest id in bytes: the last, the first, then the others a block at a time.
+    shortest = width = size - int(starts[-1])
+    if count > 1:
+        shortest, width = min(shortest, int(separators[0])), max(width, int(separators[0]))
+    for start in range(0, count - 1, _BLOCK):
+        lengths = np.diff(separators[start:start + _BLOCK + 1]) - 1
+        shortest = min(shortest, int(lengths.min(initial=shortest)))
+        width = max(width, int(lengths.max(initial=width)))
+    del separators
+    last = size - int(starts[-1])
+    width = max(width, 1)
+    # Byte j of every id, a column at a time (one gather each): after an id come its separator (0)
+    # and the next id's bytes, so a byte is kept only while no 0 came before it in its row.  Past
+    # the buffer's end the gather repeats its last byte ("clip"): only the last id reads there, and
+    # its bytes from its length on are zeroed by hand.
+    matrix: list[np.ndarray] = []
+    for j in range(width):
+        column = np.take(buffer[j:] if j < size else buffer[-1:], starts, mode="clip")
+        if j >= last:
+            column[-1] = 0
+        if j > shortest:                    # every id is longer than j bytes: nothing to zero
+            np.multiply(column, matrix[-1] != 0, out=column)
+        matrix.append(column)
+    del buffer, raw, starts
+    row_bits = max((count - 1).bit_length(), 1)
+    columns = [_byte_range_map(column) for column in matrix]
+    bits = sum(need for need, _ in columns)
+    if bits + row_bits > _KEY_BITS:         # ranks of the bytes present: fewer bits, one count a column
+        columns = [_byte_rank_map(column) if need else (need, table) for column, (need, table) in zip(matrix, columns)]
+        bits = sum(need for need, _ in columns)
+    if bits > _KEY_BITS:
+        return None
+    packed = bits + row_bits <= _KEY_BITS
+    key = _pack_key(matrix, columns, row_bits if packed else 0, count)
+    if packed:
+        key.sort()                          # one SIMD sort of (id key, row): rows of one id together
+        rows = (key & np.uint64((1 << row_bits) - 1)).view(np.int64)
+        key >>= np.uint64(row_bits)
+        first = np.empty(count, dtype=bool)
+        first[0] = True
+        np.not_equal(key[1:], key[:-1], out=first[1:])
+        del key
+        code_type = np.int32 if count < 2**31 else np.int64
+        sorted_codes = np.cumsum(first, dtype=code_type)
+        sorted_codes -= 1
+        codes: np.ndarray = np.empty(count, dtype=code_type)
+        codes[rows] = sorted_codes
+        del sorted_codes
+        representatives = rows[first]
+    else:                                   # the row number does not fit beside the key
+        _, representatives, codes = np.unique(key, return_index=True, return_inverse=True)
+    vocab_bytes = np.stack([column.take(representatives) for column in matrix], axis=1)
+    del matrix
+    if ascii_only:                          # numpy's own '<U' layout: code points, 0-padded
+        vocab = vocab_bytes.astype("<u4").view(f"<U{width}").reshape(-1)
+    else:
+        vocab = np.asarray([bytes(row).rstrip(b"\0").decode("utf-8") for row in vocab_bytes], dtype=str)
+    return IdColumn(vocab, narrow_codes(codes.reshape(-1), len(vocab)), sorted=True)
+
+
+def _joined_utf8(groups: Iterable[Iterable[str]]) -> tuple[bytearray, bool] | None:
+    """The ids of ``groups`` as UTF-8, separated by NUL bytes, and whether all are ASCII; None for an id
+    UTF-8 cannot encode (a lone surrogate).  Each group's ids are joined by ``str.join`` (its small
+    list stays in cache; one list of all ids would not), a batch of groups at a time, so the text is
+    held once, as bytes, plus one batch."""
+    out = bytearray()
+    ascii_only = True
+    remaining = iter(groups)
+    try:
+        while batch := list(itertools.islice(remaining, 1024)):
+            text = "\0".join(map("\0".join, batch))
+            if out:
+                out += b"\0"
+            ascii_only = ascii_only and text.isascii()
+            out += text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return out, ascii_only
+
+
+def _byte_range_map(column: np.ndarray) -> tuple[int, np.ndarray]:
+    """``(bits, table)`` mapping a byte column order-preservingly into ``bits`` bits from its range
+    alone (two reductions, no count): the padding 0 to 0 and bytes ``lo..hi`` to ``1..hi-lo+1`` (or
+    ``0..hi-lo`` when no id ends before this position); a constant column needs 0 bits."""
+    high, low = int(column.max()), int(column.min())
+    table = np.zeros(256, dtype=np.uint32)
+    if low == high:
+        return 0, table
+    first = 0 if low else 1
+    if not low:
+        low = int(column.min(where=column != 0, initial=255))
+    table[low:high + 1] = np.arange(first, first + high - low + 1, dtype=np.uint32)
+    return (first + high - low).bit_length(), table
+
+
+def _byte_rank_map(column: np.ndarray) -> tuple[int, np.ndarray]:
+    """``(bits, table)`` mapping each byte of ``column`` to its rank among the bytes present."""
+    present = np.bincount(column, minlength=256) > 0
+    return (int(np.count_nonzero(present)) - 1).bit_length(), (np.cumsum(present) - 1).astype(np.uint32)
+
+
+def _pack_key(matrix: list[np.ndarray], columns: list[tuple[int, np.ndarray]], row_bits: int, count: int) -> np.ndarray:
+    """The uint64 key of :func:`encode_strings`: the mapped bytes of ``columns``, first position in the
+    highest bits, above ``row_bits`` bits holding the row number.  The mapped bytes are gathered 32
+    bits at a time in a uint32 word (half the memory traffic of shifting the uint64 key for each
+    position), and the row numbers are added a block at a time (no temporary of the key's size)."""
+    key = np.zeros(count, dtype=np.uint64)
+    shift = sum(need for need, _ in columns) + row_bits
+    word: np.ndarray | None = None
+    word_bits = 0
+    for column, (need, table) in [*zip(matrix, columns), (None, (0, None))]:
+        if word is not None and (column is None or word_bits + need > 32):     # the word is full: into the key
+            shift -= word_bits
+            for start in range(0, count, _BLOCK):
+                part = word[start:start + _BLOCK]
+                key[start:start + _BLOCK] |= np.left_shift(part, np.uint64(shift), dtype=np.uint64)
+            word, word_bits = None, 0
+        if not need or column is None or table is None:
+            continue
+        value = table[column]
+        if word is None:
+            word = value
+        else:
+            word <<= np.uint32(need)
+            word |= value
+        word_bits += need
+    if row_bits:
+        for start in range(0, count, _BLOCK):
+            key[start:start + _BLOCK] |= np.arange(start, min(start + _BLOCK, count), dtype=np.uint64)
+    return key

@@ -15,7 +15,15 @@ from pathlib import Path
 import numpy as np
 
 from harness.data.grouped import QueryGrouped
-from harness.data.ids import IdColumn, as_id_array, factorize_grouped, group_bounds, hash_ids, narrow_codes
+from harness.data.ids import (
+    IdColumn,
+    as_id_array,
+    encode_strings,
+    factorize_grouped,
+    group_bounds,
+    hash_ids,
+    narrow_codes,
+)
 from harness.errors import InputError
 from harness.io import atomic_write
 from harness.io.readers import (
@@ -110,10 +118,11 @@ class Run(QueryGrouped):
         return cls._from_parts([queries, docs, scores], name, source)
 
     @classmethod
-    def _from_parts(cls, parts: list, name: str, source: str | None) -> Run:
+    def _from_parts(cls, parts: list, name: str, source: str | None, unique: bool = False) -> Run:
         """:meth:`from_columns` taking ``[queries, docs, scores]`` out of ``parts`` (which it empties), so
         that each column is freed as soon as its reordered copy exists (a 50M-row run holds one
-        reordered column at a time, not a second copy of all three)."""
+        reordered column at a time, not a second copy of all three).  ``unique``: the caller vouches
+        that no (query, doc) pair repeats (a nested dict's keys), and the check is skipped."""
         queries, docs, scores = parts
         parts.clear()
         s = np.asarray(scores, dtype=np.float64).reshape(-1)
@@ -130,13 +139,21 @@ class Run(QueryGrouped):
             raise InputError(source, f"score of query {str(queries.vocab[qcode[i]])!r} document "
                                      f"{str(docs.vocab[dcode[i]])!r} is not finite ({s[i]})")
         del queries, docs
-        order = _trec_order(qcode, s, _vocab_ranks(dvocab, dcode, dsorted))
-        if order is not None:
+        order, positions, sources = _trec_moves(qcode, s, _vocab_ranks(dvocab, dcode, dsorted))
+        if order is None and positions is not None:     # by (query, score) already: move tied docs only
+            moved = dcode[sources]
+            dcode = dcode.copy()
+            dcode[positions] = moved
+            del moved
+        elif order is not None:
+            if positions is not None and sources is not None:
+                order[positions] = sources
             s = s[order]
             qcode = qcode[order]
             dcode = dcode[order]
-        del order
-        _check_unique_codes(qcode, dcode, qvocab, dvocab, source)
+        del order, positions, sources
+        if not unique:
+            _check_unique_codes(qcode, dcode, qvocab, dvocab, source)
         return cls(IdColumn(qvocab, qcode, True), IdColumn(dvocab, dcode, dsorted, darrow), s, name, source)
 
     @classmethod
@@ -151,11 +168,11 @@ class Run(QueryGrouped):
     def from_dict(cls, run: Mapping[str, Mapping[str, float]], name: str = "run") -> Run:
         """Build a run from ``{query id: {doc id: score}}`` (the pytrec_eval / ir-measures / ranx dict).
 
-        The ids and scores are flattened in C (no Python work per row): document ids are
-        dictionary-encoded by pyarrow and the query ids are repeated per query, then the run is
-        built on integer codes as :func:`read_run` builds it.  Ids that are not all ``str`` (or
-        scores that numpy cannot read as floats) go through :meth:`from_arrays` row by row,
-        which gives the same run.
+        The ids and scores are flattened without Python work per row (:func:`flatten_nested`):
+        document ids are encoded with a sorted vocabulary and the query ids repeated per query, then
+        the run is put in trec_eval order on integer codes as :func:`read_run` does (no duplicate
+        check: a dict's keys are unique).  Ids that are not all ``str`` (or scores that numpy cannot
+        read as floats) go through :meth:`from_arrays` row by row, which gives the same run.
         """
         flat = flatten_nested(run, np.float64)
         if flat is None:
@@ -169,7 +186,7 @@ class Run(QueryGrouped):
         query_column, doc_column, values = flat
         if len(values) == 0:
             return cls.from_arrays([], [], [], name=name)
-        return cls._from_parts([query_column, doc_column, values], name, None)
+        return cls._from_parts([query_column, doc_column, values], name, None, unique=True)
 
     @classmethod
     def from_df(cls, df, q_col: str = "q_id", doc_col: str = "doc_id", score_col: str = "score",
@@ -223,6 +240,20 @@ def _trec_order(qcode: np.ndarray, scores: np.ndarray,
     rows are ordered by numbers alone, and the tied ones by one integer sort on
     (tie group, doc rank descending): no string is compared per row.
     """
+    base, positions, sources = _trec_moves(qcode, scores, doc_ranks)
+    if positions is None or sources is None:
+        return base
+    order = np.arange(len(qcode), dtype=np.int64) if base is None else base
+    order[positions] = sources
+    return order
+
+
+def _trec_moves(qcode: np.ndarray, scores: np.ndarray, doc_ranks: Callable[[np.ndarray], np.ndarray]
+                ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """:func:`_trec_order` as ``(base, positions, sources)``: the rows by (query, score descending) are
+    ``base`` (None: already so), and then the tied rows at ``positions`` of that order are the rows
+    ``sources`` (None: no tie to reorder).  Tied rows share their query and score, so a caller whose
+    rows are already by (query, score) moves only the doc column, and only at ``positions``."""
     grouped = _grouped_order(qcode, scores)
     identity = isinstance(grouped, str)
     order: np.ndarray | None = None          # None: the identity, built only when ties need it
@@ -239,10 +270,8 @@ def _trec_order(qcode: np.ndarray, scores: np.ndarray,
             qs, ss = qcode[rows], scores[rows]
             tied_next[a:a + len(rows) - 1] = (qs[1:] == qs[:-1]) & (ss[1:] == ss[:-1])
     if not tied_next.any():
-        return order
-    if order is None:
-        order = np.arange(len(qcode), dtype=np.int64)
-    in_tie = np.zeros(len(order), dtype=bool)
+        return order, None, None
+    in_tie = np.zeros(len(qcode), dtype=bool)
     in_tie[1:] |= tied_next
     in_tie[:-1] |= tied_next
     idx = np.flatnonzero(in_tie)
@@ -252,7 +281,7 @@ def _trec_order(qcode: np.ndarray, scores: np.ndarray,
     del tied_next
     group = np.cumsum(starts_group, dtype=np.int64)
     del starts_group
-    tied_rows = order[idx]
+    tied_rows = idx if order is None else order[idx]
     ranks = np.asarray(doc_ranks(tied_rows)).astype(np.int64, copy=False)
     top = int(ranks.max()) if len(ranks) else 0
     if int(group[-1]) < (2**62) // (top + 1):
@@ -263,13 +292,33 @@ def _trec_order(qcode: np.ndarray, scores: np.ndarray,
         key += top
         key -= ranks
         del group, ranks
-        within = np.argsort(key, kind="stable")
+        within = _stable_argsort_consuming(key)
     else:                                   # the key would overflow: two sorts
         within = np.lexsort((top - ranks, group))
     if identity and np.all(within[1:] > within[:-1]):
-        return None                         # the ties too are already in order: no gathered copies
-    order[idx] = tied_rows[within]
-    return order
+        return None, None, None             # the ties too are already in order: no gathered copies
+    return order, idx, tied_rows[within]
+
+
+def _stable_argsort_consuming(key: np.ndarray) -> np.ndarray:
+    """``np.argsort(key, kind="stable")`` for a non-negative int64 ``key``, whose memory it reuses.
+
+    When a key and its position fit in 63 bits together, one ``np.sort`` of ``key << bits | position``
+    gives the same order: numpy sorts integers with SIMD code but argsorts them without (several
+    times slower on a CPU without AVX-512), and equal keys keep their positions' order, as in a
+    stable sort.  The packed words are built in ``key`` itself, the positions a block at a time, so
+    no temporary of the key's size is made."""
+    n = len(key)
+    bits = max((n - 1).bit_length(), 1)
+    if n == 0 or key.dtype != np.int64 or int(key.max()) >= 1 << (63 - bits):
+        return np.argsort(key, kind="stable")
+    packed = key.view(np.uint64)
+    packed <<= np.uint64(bits)
+    for start in range(0, n, _BLOCK_ROWS):
+        packed[start:start + _BLOCK_ROWS] |= np.arange(start, min(start + _BLOCK_ROWS, n), dtype=np.uint64)
+    packed.sort()
+    packed &= np.uint64((1 << bits) - 1)
+    return packed.view(np.int64)
 
 
 def _string_ranks(ids: np.ndarray) -> np.ndarray:
@@ -312,36 +361,52 @@ def _string_order(ids: np.ndarray) -> np.ndarray:
 def flatten_nested(nested: Mapping, value_dtype: type) -> tuple[IdColumn, IdColumn, np.ndarray] | None:
     """``{query: {doc: value}}`` as (queries with a sorted vocabulary, dictionary-encoded docs, values),
     flattened without a Python step per row; None when an id is not a ``str`` or a value is not
-    numeric (the caller's row-by-row path then converts them exactly as before)."""
-    # Imported here: pyarrow costs ~30 ms at start-up, paid only by callers that pass dicts.
-    import pyarrow as pa  # lazy (start-up speed)
-    import pyarrow.compute as pc  # lazy (start-up speed)
+    numeric (the caller's row-by-row path then converts them exactly as before).
 
+    Document ids go through :func:`~harness.data.ids.encode_strings` (sorted vocabulary, streaming,
+    no hash table); ids it cannot pack are dictionary-encoded by pyarrow instead (unsorted vocabulary).
+    """
     inner = list(nested.values())
     counts = np.fromiter(map(len, inner), dtype=np.int64, count=len(inner))
     total = int(counts.sum())
     query_keys = [q for q, n in zip(nested.keys(), counts.tolist()) if n]   # an empty query has no rows
+    if len(query_keys) < len(inner):
+        inner = [d for d, n in zip(inner, counts.tolist()) if n]
     counts = counts[counts > 0]
     # Types gathered in C (map/set): only str ids (bytes or None would pass pyarrow but str() differs).
     if not all(issubclass(t, str) for t in set(map(type, query_keys))):
         return None
-    if not all(issubclass(t, str) for t in set(map(type, itertools.chain.from_iterable(inner)))):
-        return None
     try:
         values: np.ndarray = np.fromiter(itertools.chain.from_iterable(d.values() for d in inner), dtype=value_dtype,
-                             count=total)
-        docs = pa.array(itertools.chain.from_iterable(inner), type=pa.string(), size=total)
-    except (TypeError, ValueError, OverflowError, pa.ArrowException):
+                                         count=total)
+        docs = encode_strings(inner, total)
+    except (TypeError, ValueError, OverflowError):     # TypeError: a doc id that is not a str
         return None
+    if docs is None:
+        docs = _arrow_encoded(inner, total)
+        if docs is None:
+            return None
     uniques, query_code = np.unique(np.asarray(query_keys, dtype=str) if query_keys else np.asarray([], "<U1"),
                                     return_inverse=True)
     qcode = narrow_codes(np.repeat(query_code.reshape(-1), counts), len(uniques))
-    encoded = pc.dictionary_encode(docs)
-    del docs
+    return IdColumn(uniques, qcode, sorted=True), docs, values
+
+
+def _arrow_encoded(inner: list[Mapping], total: int) -> IdColumn | None:
+    """Doc ids (all ``str``) dictionary-encoded by pyarrow, for ids :func:`encode_strings` cannot pack;
+    None for an id pyarrow cannot hold (a lone surrogate)."""
+    # Imported here: pyarrow costs ~30 ms at start-up, paid only by callers that pass such dicts.
+    import pyarrow as pa  # lazy (start-up speed)
+    import pyarrow.compute as pc  # lazy (start-up speed)
+
+    try:
+        encoded = pc.dictionary_encode(pa.array(itertools.chain.from_iterable(inner), type=pa.string(), size=total))
+    except (pa.ArrowException, UnicodeEncodeError):
+        return None
     vocab = encoded.dictionary
     doc_codes = narrow_codes(encoded.indices.to_numpy(zero_copy_only=False), len(vocab))
     doc_vocab = np.asarray(vocab.to_pylist(), dtype=str) if len(vocab) else np.asarray([], "<U1")
-    return (IdColumn(uniques, qcode, sorted=True), IdColumn(doc_vocab, doc_codes, sorted=False, arrow=vocab), values)
+    return IdColumn(doc_vocab, doc_codes, sorted=False, arrow=vocab)
 
 
 def _grouped_order(qcode: np.ndarray, scores: np.ndarray) -> np.ndarray | str | None:

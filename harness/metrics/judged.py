@@ -151,13 +151,10 @@ def judged_rows(qrels: Qrels, run: Run, *, relevance_threshold: int = 1, complet
     ``relevance_threshold`` 0), so the rows of documents the qrels do not judge for that query
     (most of a run) and of negative labels are dropped here; their ranks are kept, so every
     value equals :func:`align`'s.  The join maps the judged documents into the run's document
-    vocabulary once (a hash lookup of each distinct judged id) and then matches integer
+    vocabulary once (:func:`~harness.data.ids.lookup_codes`) and then matches integer
     ``(query code, doc code)`` keys block by block, so memory stays bounded by the block and no
     per-row id string is ever built: a 50M-row run is evaluated in its codes.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     judged_queries, q_starts, q_ends = qrels.bounds()
     queries = run.queries if (run.queries.codes is not None and run.queries.sorted) else \
         IdColumn.encode(run.queries.values())
@@ -187,7 +184,13 @@ def judged_rows(qrels: Qrels, run: Run, *, relevance_threshold: int = 1, complet
     width = np.int64(max(len(docs.vocab), 1))
     qrels_keys = qrels_query_code[usable] * width + qrels_doc_code[usable]
     qrels_labels = qrels.relevance[usable]
-    value_set = pa.array(qrels_keys, type=pa.int64())
+    # The qrels keys sorted (stably: a repeated key finds its first row) and binary-searched by the run
+    # rows whose document is judged for some query, which a table over the doc codes picks (a few
+    # percent of a run): no hash of every row, and no pyarrow (nor the pandas it imports) to load.
+    key_order = np.argsort(qrels_keys, kind="stable")
+    sorted_keys, sorted_labels = qrels_keys[key_order], qrels_labels[key_order]
+    judged_doc = np.zeros(int(width), dtype=bool)
+    judged_doc[qrels_doc_code[usable]] = True
 
     rows_out: list[np.ndarray] = []
     labels_out: list[np.ndarray] = []
@@ -195,13 +198,16 @@ def judged_rows(qrels: Qrels, run: Run, *, relevance_threshold: int = 1, complet
     assert qcode is not None and dcode is not None
     if len(qrels_keys):
         for start in range(0, len(qcode), block_rows):
-            keys = qcode[start:start + block_rows].astype(np.int64) * width + dcode[start:start + block_rows]
-            found = pc.index_in(pa.array(keys), value_set=value_set)
+            block_docs = dcode[start:start + block_rows]
+            candidates = np.flatnonzero(judged_doc[block_docs])
+            keys = qcode[start + candidates].astype(np.int64) * width + block_docs[candidates]
+            at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+            hit = sorted_keys[at] == keys
             del keys
-            matched = np.flatnonzero(found.is_valid().to_numpy(zero_copy_only=False))
+            matched = candidates[hit]
             if not len(matched):
                 continue
-            labels = qrels_labels[found.take(pa.array(matched)).to_numpy()]
+            labels = sorted_labels[at[hit]]
             keep = labels >= 0
             rows_out.append(matched[keep] + start)
             labels_out.append(labels[keep])
