@@ -10,9 +10,11 @@ What gets indexed and how it is scored (the protocol; Pyserini's documents and s
   repeated in the query counts that many times (Anserini's BagOfWordsQueryGenerator).
 
 Indexing goes through Pyserini's ``LuceneIndexer``.  Searching calls Lucene's
-``IndexSearcher`` directly, from several Python threads, and takes each query's hits
-back as one JSON string (Jackson, bundled with Anserini): one Java call per query
-instead of one per hit, which is what makes large runs fast.
+``IndexSearcher`` directly, from several Python threads, and moves the hits of a batch
+of queries across the JVM bridge in bulk: Jackson (bundled with Anserini) turns the
+batch's ``TopDocs`` into a tree inside the JVM and converts the tree's ``doc`` and
+``score`` fields into one Java ``int[]`` and one ``float[]``, which pyjnius hands over
+whole.  No Java object per hit ever reaches Python, and Python parses no text.
 
 Score ties (``ties``, recorded in the protocol card as ``bm25_ties``):
 
@@ -74,6 +76,10 @@ CONTENTS = "title + ' ' + text"
 META_FILE = "harness-bm25.json"
 DOCIDS_FILE = "harness-docids.json"
 INDEX_BATCH = 2000
+# Hits moved across the JVM bridge at once (a batch of queries' TopDocs): large enough that the few Java calls
+# per batch cost nothing, small enough that the batch's Jackson tree stays a few MB of Java heap.
+SEARCH_BATCH_HITS = 1 << 16
+SEARCH_BATCH_QUERIES = 64
 
 
 @dataclass(frozen=True)
@@ -164,11 +170,32 @@ def _java() -> Any:
         BagOfWords=autoclass("io.anserini.search.query.BagOfWordsQueryGenerator"),
         IndexReaderUtils=autoclass("io.anserini.index.IndexReaderUtils"),
         ObjectMapper=autoclass("com.fasterxml.jackson.databind.ObjectMapper"),
+        ScoreDoc=autoclass("org.apache.lucene.search.ScoreDoc"),
     )
+    java.hits_mapper = _hits_mapper(java)
+    java.end_of_query = java.ScoreDoc(-1, 0.0)  # see _hit_arrays
     # Lucene refuses Boolean queries with more than 1024 clauses; a long query (a whole
     # argument, as in ArguAna) can have more distinct terms.  Raise the limit instead of failing.
     java.IndexSearcher.setMaxClauseCount(max(java.IndexSearcher.getMaxClauseCount(), 1 << 16))
     return java
+
+
+def _hits_mapper(java: Any) -> Any:
+    """A Jackson ``ObjectMapper`` that leaves out the fields of ``TopDocs`` the search never reads.
+
+    Configured here, once, before any use: a configured mapper is then safe to share between threads.
+    """
+    autoclass = java.autoclass
+    ignore = autoclass("com.fasterxml.jackson.annotation.JsonIgnoreProperties$Value")
+    mapper = java.ObjectMapper()
+    for cls, field in (("org.apache.lucene.search.ScoreDoc", "shardIndex"),
+                       ("org.apache.lucene.search.TopDocs", "totalHits")):
+        names = autoclass("java.util.HashSet")()
+        names.add(field)
+        mapper.configOverride(autoclass(cls)).setIgnorals(ignore.forIgnoredProperties(names))
+    java_class = autoclass("java.lang.Class")
+    java.IntArray, java.FloatArray = java_class.forName("[I"), java_class.forName("[F")
+    return mapper
 
 
 def lucene_analyzer(analyzer: Analyzer) -> Any:
@@ -228,6 +255,7 @@ class BM25Index:
         self.analyzer = resolve_language(self.meta["key"]["language"])
         self.built_now = built_now
         self._docids: np.ndarray | None = None
+        self._docid_ranks: np.ndarray | None = None
         self._reader: Any = None
 
     @property
@@ -271,6 +299,16 @@ class BM25Index:
             self._docids = np.asarray(ids, dtype=str)
         return self._docids
 
+    def docid_ranks(self) -> np.ndarray:
+        """Each Lucene doc number's rank in the sorted external ids: sorting by it is sorting by doc id
+        (ids are unique), with integer instead of string comparisons."""
+        if self._docid_ranks is None:
+            docids = self.docids()
+            ranks = np.empty(len(docids), dtype=np.int64)
+            ranks[np.argsort(docids, kind="stable")] = np.arange(len(docids))
+            self._docid_ranks = ranks
+        return self._docid_ranks
+
     def search(self, queries: Queries, k: int = 1000, k1: float = 0.9, b: float = 0.4,
                threads: int | None = None, ties: str = DEFAULT_BM25_TIES) -> Run:
         """Top-``k`` BM25 documents per query, as a :class:`Run` (queries with no hit have no rows).
@@ -293,9 +331,9 @@ class BM25Index:
         # index-build order, which is not reproducible across builds).
         hits = _parallel_search(searcher, lucene_analyzer(self.analyzer), queries.texts, int(k),
                                 threads or default_threads(), cutoff_ties=True)
-        docids = self.docids()
+        docids, ranks = self.docids(), self.docid_ranks()
         cut = _pyserini_order if ties == "pyserini" else _trec_eval_cut
-        hits = [cut(docids, docs, scores, int(k)) for docs, scores in hits]
+        hits = [cut(ranks, docs, scores, int(k)) for docs, scores in hits]
         counts = np.fromiter((len(d) for d, _ in hits), dtype=np.int64, count=len(hits))
         qids = np.repeat(np.asarray(queries.ids, dtype=str), counts)
         lucene_docs = np.concatenate([d for d, _ in hits]) if hits else np.zeros(0, np.int64)
@@ -380,67 +418,140 @@ def pyserini_scores(scores: np.ndarray) -> np.ndarray:
     return np.asarray(out, dtype=np.float32)
 
 
-def _trec_eval_cut(docids: np.ndarray, docs: np.ndarray, scores: np.ndarray,
+def _trec_eval_cut(ranks: np.ndarray, docs: np.ndarray, scores: np.ndarray,
                    k: int) -> tuple[np.ndarray, np.ndarray]:
     """One query's top ``k`` with exact scores; of the documents tied at rank ``k``, those trec_eval ranks
-    first (doc id descending).  ``docs`` holds every document tied with the k-th (Lucene order)."""
+    first (doc id descending).  ``docs`` holds every document tied with the k-th (Lucene order);
+    ``ranks`` orders Lucene doc numbers as their doc ids sort (:meth:`BM25Index.docid_ranks`)."""
     if len(docs) <= k:
         return docs, scores
-    order = np.lexsort((docids[docs], -scores))[::-1]       # score ascending, doc id descending ...
+    if scores[k] != scores[k - 1]:  # no tie at rank k: Lucene's first k (Run.from_arrays sorts them)
+        return docs[:k], scores[:k]
+    order = np.lexsort((ranks[docs], -scores))[::-1]        # score ascending, doc id descending ...
     order = order[np.argsort(-scores[order], kind="stable")][:k]  # ... then score descending, stably
     return docs[order], scores[order]
 
 
-def _pyserini_order(docids: np.ndarray, docs: np.ndarray, scores: np.ndarray,
+def _pyserini_order(ranks: np.ndarray, docs: np.ndarray, scores: np.ndarray,
                     k: int) -> tuple[np.ndarray, np.ndarray]:
     """One query's hits as Pyserini returns them: exact score desc, doc id asc, top ``k``, adjusted."""
-    order = np.lexsort((docids[docs], -scores))[:k]
+    order = np.lexsort((ranks[docs], -scores))[:k]
     return docs[order], pyserini_scores(scores[order]).astype(np.float64)
+
+
+# pyjnius binds a Java method to its object on the method's Python object, which all objects of the class share
+# (pyjnius issues #287, #563): two threads calling one method on two objects of a class can each run it on the
+# other's object.  The search threads call methods only on objects they share (the searcher, the query
+# generator, the mapper), and hold this lock for every call on an object of their own.
+_OWN_OBJECT_CALLS = threading.Lock()
+
+
+def _hit_arrays(java: Any, tops: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The hits of ``tops`` (Lucene ``TopDocs``) as numpy arrays, in bulk: ``(hits per query, Lucene doc
+    numbers, float32 scores)``, the queries' hits one after another.
+
+    Why in bulk: each Java object that crosses pyjnius costs a JNI call and a Python wrapper, and a
+    field read costs another; the JSON string a query that replaced them took Python more time to
+    parse than Lucene took to search (SciFact, top 1000).  Jackson builds the batch's tree inside the
+    JVM and converts the ``doc`` and ``score`` fields (found in document order, so query by query and
+    rank by rank) into one ``int[]`` and one ``float[]``; pyjnius returns a primitive array as one
+    list, built in C.  float32 -> double ->
+    float32 is exact, so the scores are Lucene's, bit for bit.  A hit with doc number -1 (no document
+    has one) follows each query's hits and marks where they end.
+    """
+    mapper = java.hits_mapper
+    tree = mapper.valueToTree([x for top in tops for x in (top, java.end_of_query)])
+    with _OWN_OBJECT_CALLS:
+        doc_nodes, score_nodes = tree.findValues("doc"), tree.findValues("score")
+    docs = np.asarray(mapper.convertValue(doc_nodes, java.IntArray), dtype=np.int64)
+    scores = np.asarray(mapper.convertValue(score_nodes, java.FloatArray), dtype=np.float32)
+    ends = np.flatnonzero(docs < 0)
+    if len(ends) != len(tops) or len(scores) != len(docs):
+        raise RuntimeError(f"BM25: {len(ends)} end marks, {len(docs)} doc numbers and {len(scores)} scores came "
+                           f"back for {len(tops)} queries")
+    counts = np.diff(ends, prepend=-1) - 1
+    hits = np.ones(len(docs), dtype=bool)
+    hits[ends] = False
+    return counts, docs[hits], scores[hits]
+
+
+def _split(counts: np.ndarray, *arrays: np.ndarray) -> list[tuple[np.ndarray, ...]]:
+    """Per query, its slice of each of ``arrays`` (``counts`` rows each, one query after another)."""
+    ends = np.cumsum(counts)
+    return list(zip(*(np.split(a, ends[:-1]) for a in arrays))) if len(counts) else []
 
 
 def _parallel_search(searcher: Any, analyzer: Any, texts: list[str], k: int,
                      threads: int, cutoff_ties: bool = False) -> list[tuple[np.ndarray, np.ndarray]]:
     """Search every text with ``threads`` Python threads (the Java calls run concurrently).
 
-    With ``cutoff_ties``, a query's hits also include every document whose score equals the
-    ``k``-th (Lucene keeps the lowest Lucene doc numbers among them; Pyserini the lowest doc ids).
+    Each thread takes a batch of queries, searches them one by one (one Java call each) and moves the
+    batch's hits across the bridge in bulk (:func:`_hit_arrays`).  With ``cutoff_ties``, a query's hits
+    also include every document whose score equals the ``k``-th (Lucene keeps the lowest Lucene doc
+    numbers among them; Pyserini the lowest doc ids): while a query's last hit is still tied with its
+    k-th, the next page (as many hits again) is fetched after it (``searchAfter``: Lucene's order is
+    score descending, then doc number ascending, so the pages join into its longer top list).
     """
     java = _java()
     generator = java.BagOfWords()
-    mapper = java.ObjectMapper()
+    n = k + 1 if cutoff_ties else k
+    # Four batches a thread at least, so that the threads finish together.
+    batch_size = max(1, min(SEARCH_BATCH_QUERIES, SEARCH_BATCH_HITS // n, -(-len(texts) // (4 * max(1, threads)))))
     results: list[Any] = [None] * len(texts)
-    next_index = itertools.count()
+    next_batch = itertools.count(0, batch_size)
     errors: list[BaseException] = []
     lock = threading.Lock()
     stop = threading.Event()
     bar = tqdm(total=len(texts), desc="BM25 search", unit="q", disable=bar_disabled(), leave=False)
 
+    def stopped() -> bool:
+        return bool(errors) or stop.is_set()
+
+    def still_tied(pages: list[tuple[np.ndarray, ...]], page_size: int) -> bool:
+        """The last page is full and its last hit ties with the k-th: the tie may go on past it."""
+        return cutoff_ties and len(pages[-1][0]) == page_size and pages[-1][1][-1] == pages[0][1][k - 1]
+
+    def search_batch(begin: int, end: int) -> bool:
+        queries, tops = [], []
+        for text in texts[begin:end]:
+            if stopped():
+                return False
+            queries.append(generator.buildQuery("contents", analyzer, text))
+            tops.append(searcher.search(queries[-1], n))
+        pages = [[page] for page in _split(*_hit_arrays(java, tops))]
+        page_size = n
+        while pending := [j for j, parts in enumerate(pages) if still_tied(parts, page_size)]:
+            if stopped():
+                return False
+            page_size = sum(len(d) for d, _ in pages[pending[0]])  # as many again: the fetched hits double
+            with _OWN_OBJECT_CALLS:  # a constructor, to be safe
+                afters = [java.ScoreDoc(int(pages[j][-1][0][-1]), float(pages[j][-1][1][-1])) for j in pending]
+            tops = [searcher.searchAfter(after, queries[j], page_size) for j, after in zip(pending, afters)]
+            for j, page in zip(pending, _split(*_hit_arrays(java, tops))):
+                pages[j].append(page)
+        for j, parts in enumerate(pages):
+            docs, scores = (np.concatenate(part) for part in zip(*parts)) if len(parts) > 1 else parts[0]
+            results[begin + j] = (docs, scores.astype(np.float64))
+        return True
+
     def work() -> None:
         import jnius
 
         try:
-            while not errors and not stop.is_set() and (i := next(next_index)) < len(texts):
-                query = generator.buildQuery("contents", analyzer, texts[i])
-                # Jackson renders TopDocs as {"scoreDocs": [{"score", "doc", ...}]}, floats as
-                # the shortest decimal that identifies the float32, so float32(x) is exact.
-                n = k + 1 if cutoff_ties else k
-                top = json.loads(mapper.writeValueAsString(searcher.search(query, n)))["scoreDocs"]
-                while cutoff_ties and len(top) == n and top[-1]["score"] == top[k - 1]["score"]:
-                    n *= 2  # the tie at rank k may go on past what was fetched
-                    top = json.loads(mapper.writeValueAsString(searcher.search(query, n)))["scoreDocs"]
-                docs = np.fromiter((h["doc"] for h in top), dtype=np.int64, count=len(top))
-                scores = np.fromiter((h["score"] for h in top), dtype=np.float32, count=len(top))
-                results[i] = (docs, scores.astype(np.float64))
+            while not stopped() and (begin := next(next_batch)) < len(texts):
+                end = min(begin + batch_size, len(texts))
+                if not search_batch(begin, end):
+                    return
                 with lock:
-                    bar.update(1)
+                    bar.update(end - begin)
         except BaseException as exc:  # re-raised in the calling thread
             errors.append(exc)
         finally:
             jnius.detach()  # a thread attached to the JVM must detach before it ends
 
     start = time.perf_counter()
-    workers = [threading.Thread(target=work, name=f"bm25-search-{n}", daemon=True)
-               for n in range(max(1, min(threads, len(texts))))]
+    workers = [threading.Thread(target=work, name=f"bm25-search-{t}", daemon=True)
+               for t in range(max(1, min(threads, -(-len(texts) // batch_size))))]
     try:
         for worker in workers:
             worker.start()

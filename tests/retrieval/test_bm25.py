@@ -407,39 +407,3 @@ def test_scifact_reproduces_pyserini_bm25_flat(shared_data, tmp_path):
     assert n == 300
     assert ndcg == pytest.approx(0.679, abs=0.002)
     assert recall == pytest.approx(0.925, abs=0.002)
-
-
-@pytest.mark.slow
-@pytest.mark.benchmark(group="bm25-search-scifact")
-def test_search_speed_against_pyserini_batch_search(benchmark, shared_data, cache_root):
-    """Our search vs Pyserini's LuceneSearcher.batch_search (+ its dict of scores), same index and threads."""
-    from harness.data import load_beir
-    from harness.retrieval.bm25 import default_threads
-
-    data = load_beir(shared_data / "scifact", "test")
-    index = BM25Index.build(data.corpus, index_dir=cache_root)
-    threads = default_threads()
-    from pyserini.search.lucene import LuceneSearcher
-
-    searcher = LuceneSearcher(str(index.path))
-    searcher.set_bm25(0.9, 0.4)
-
-    def pyserini_run():
-        hits = searcher.batch_search(data.queries.texts, data.queries.ids, k=1000, threads=threads)
-        return {qid: {h.docid: h.score for h in docs} for qid, docs in hits.items()}
-
-    pyserini_run(), index.search(data.queries, threads=threads)  # JIT warm-up for both
-    reference = []
-    for _ in range(3):
-        start = time.perf_counter()
-        theirs = pyserini_run()
-        reference.append(time.perf_counter() - start)
-    ours = benchmark.pedantic(lambda: index.search(data.queries, k=1000, threads=threads), rounds=3, iterations=1)
-    mine = min(benchmark.stats.stats.data) if benchmark.stats else None
-    assert sum(len(v) for v in theirs.values()) == len(ours)
-    if mine is not None:  # None when run with --benchmark-disable
-        speedup = min(reference) / mine
-        benchmark.extra_info.update(pyserini_s=min(reference), harness_s=mine, speedup=speedup)
-        print(f"SciFact search, 300 queries, k=1000, {threads} threads: harness {mine:.2f} s, "
-              f"Pyserini batch_search {min(reference):.2f} s, speed-up {speedup:.1f}x")
-        assert speedup > 1.0
