@@ -88,7 +88,14 @@ def test_table1_every_printed_system_beside_ours(finished_paper):
     columns, rows = printed(1)
     labels = [r.label for r in table.rows]
     assert labels[:2] == ["Fine-tuning baseline", "+COCO +iDRO"]         # the baseline row comes with the kind
-    assert len(labels) == 2 + len(columns)                              # ours + one row per printed system
+    assert len(labels) == 2 + len(columns) + 2                          # ours + one row per printed system + released
+    # the released checkpoints evaluated here, right after the printed COCO-DR Base / Large lines
+    at = labels.index("COCO-DR Large (paper 001, Tab. 1)")
+    assert labels[at + 1:] == ["COCO-DR Base (released; MiniLM below paper scale)",
+                               "COCO-DR Large (released; MiniLM below paper scale)"]
+    first, second = table.columns[0].key, table.columns[1].key
+    assert table.rows[at + 1].cells[second].value == pytest.approx(scores[("released-base", "trec-covid")])
+    assert table.rows[at + 2].cells[first].value == pytest.approx(scores[("released-large", "msmarco")])
     keys = [c.key for c in table.columns]
     assert len(keys) == 19 + 2                                          # MS MARCO, BEIR-18, Avg, Avg CPT Sub
     ours = table.rows[1]
@@ -110,7 +117,11 @@ def test_table2_table3_table7_printed_rows(finished_paper):
     suite, root, scores = finished_paper
     two = render_layout(suite, "paper", root, "table2-printed")
     labels = [r.label for r in two.rows]
-    assert len(labels) == 4 + 11
+    assert len(labels) == 5 + 11
+    condenser = two.rows[labels.index("Condenser fine-tuned (= the baseline below paper scale)")]
+    assert condenser.cells[two.columns[0].key].value == pytest.approx(scores[("condenser", "trec-covid")])
+    printed_condenser = two.rows[labels.index("Condenser Base (paper 001, Tab. 2)")]
+    assert printed_condenser.cells[two.columns[0].key].value is not None
     keys = [c.key for c in two.columns]
     assert len(keys) == 18 + 1
     full = two.rows[labels.index("COCO-DR Base Full (paper 001, Tab. 2)")]

@@ -13,14 +13,25 @@ from harness.method import get_method, train_run_config
 
 ROWS = ["baseline", "coco", "idro", "coco-idro", "coco-groupdro", "coco-greedy", "coco-idro-paper"]
 COCO_ROWS = [r for r in ROWS if r.startswith("coco")]
+# paper 001 Table 2's Condenser column, and the released checkpoints evaluated as they are (Table 1)
+EXTRA_ROWS = ["condenser", "released-base", "released-large"]
 
 
 @pytest.mark.parametrize("scale", ["tiny", "small", "paper", "paper-large"])
 def test_rows_cells_and_one_shared_coco_run(scale):
     suite = load_suite("coco_dr")
-    assert [v.id for v in suite.variants] == ROWS and suite.baseline == "baseline"
+    assert [v.id for v in suite.variants] == ROWS + EXTRA_ROWS and suite.baseline == "baseline"
     cells = {c.variant.id: c for c in expand_train_cells(suite, scale, load_data=False)}
-    assert len({c.key for c in cells.values()}) == len(ROWS)
+    assert len({cells[v].key for v in ROWS}) == len(ROWS)
+    # the Condenser row is the baseline's cell except at paper scale (Luyu/condenser; no BERT-large Condenser)
+    assert (cells["condenser"].key == cells["baseline"].key) == (scale != "paper")
+    # the released checkpoints: untrained evaluations, the hub models at paper scale, one shared MiniLM cell below
+    released = [cells["released-base"], cells["released-large"]]
+    assert all(c.method == "none" and c.spec is None for c in released)
+    if scale.startswith("paper"):
+        assert [c.model for c in released] == ["OpenMatch/cocodr-base-msmarco", "OpenMatch/cocodr-large-msmarco"]
+    else:
+        assert released[0].key == released[1].key and released[0].model == "minilm"
     methods = {v: cells[v].method for v in ROWS}
     assert methods == {"baseline": "dro-erm", "coco": "dro-erm", "idro": "idro", "coco-idro": "idro",
                        "coco-groupdro": "groupdro", "coco-greedy": "groupdro", "coco-idro-paper": "idro"}
@@ -75,6 +86,14 @@ def test_rows_cells_and_one_shared_coco_run(scale):
         assert (coco.spec.lr, coco.spec.batch_size, coco.spec.steps, coco.spec.doc_max_length, coco.spec.model) == (
             (1e-5, 800, 200000, 128, "bert-large-uncased") if large else (1e-4, 1600, 200000, 128, "Luyu/condenser"))
         assert cells["coco-idro"].spec.model == ("bert-large-uncased" if large else "Luyu/co-condenser-marco")
+        # the released driver's per-episode restart (ANCE/drivers/run_ann.py once per episode), not the warm-up's
+        assert opts["coco-idro"]["episode_lr"] == "restart" and "episode_lr" not in dict(warm.spec.method_options)
+        if not large:        # Table 2's Condenser column: no COCO; warm-up and episodes from Condenser
+            (cwarm,) = get_method("dro-erm").stages(cells["condenser"].spec)
+            assert cells["condenser"].spec.model == cwarm.spec.model == "Luyu/condenser"
+            other = ("model", "save_every", "keep_checkpoints")       # not in a key; the baseline saves episodes
+            assert {k: v for k, v in vars(cells["condenser"].spec).items() if k not in other} == \
+                {k: v for k, v in vars(base).items() if k not in other}
 
 
 def gpu_hours(out: str) -> float:
@@ -86,13 +105,16 @@ def test_paper_dry_runs_print_the_plan_with_gpu_hours(tmp_path, capsys, monkeypa
     monkeypatch.delenv("HARNESS_COCODR_EVAL", raising=False)
     assert main(["run", "coco_dr", "--scale", "paper", "--dry-run", "--results-root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "7 training cells x 31 benchmarks" in out and "{cocodr_data}" in out
+    assert "10 training cells x 31 benchmarks" in out and "{cocodr_data}" in out
     lines = out.splitlines()
     coco = [line for line in lines if "<- COCO pretraining (coco): method=coco" in line]
     assert len(coco) == 1 and "steps=200000 batch=1600" in coco[0] and "lr=0.0001" in coco[0] and "GPU-h" in coco[0]
     assert sum("<- COCO pretraining (coco): key=" in line and "shared with" in line for line in lines) == 4
     warm = [line for line in lines if "<- BM25 warm-up (dro-erm): method=dro-erm" in line]
-    assert len(warm) == 2 and all("steps=51270 batch=2048" in w and "GPU-h" in w for w in warm)
+    # three warm-ups: from COCO (the +COCO rows), from coCondenser (the other rows), from Condenser (condenser)
+    assert len(warm) == 3 and all("steps=51270 batch=2048" in w and "GPU-h" in w for w in warm)
+    condenser = next(line for line in lines if line.strip().startswith("condenser "))
+    assert "model=Luyu/condenser steps=135000 batch=512" in condenser
     baseline = next(line for line in lines if line.strip().startswith("baseline "))
     assert "model=Luyu/co-condenser-marco steps=135000 batch=512" in baseline and "GPU-h" in baseline
     assert "checkpoints=45000,90000" in baseline and "lengths=64/256" in baseline

@@ -62,6 +62,10 @@ NEUTRAL_ADDITIONS = {
     "judge_reference": "positive",  # the judge compares with the positive, as before the w/o-ground-truth mode
     "judge_error": 0.0,             # the oracle judge errs never unless asked (tiny-scale stand-in)
     "generate_mode": "pdbg",        # positive-document-based generation, the only mode before 'direct'
+    "episode_lr": "single",         # one schedule and optimizer over the run, as before the per-episode restart
+    "restart_horizon": 60000,       # read only under episode_lr restart
+    "restart_total": 300000,        # read only under episode_lr restart
+    "restart_floor": 0.2,           # read only under episode_lr restart
 }
 
 # A paper (section, table), the spec, an official code file (owner/repo path) or the harness's own choice and why.
