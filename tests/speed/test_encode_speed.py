@@ -1,11 +1,13 @@
 """Encoding speed: HFEncoder vs sentence-transformers, and the embedding cache's skip on a second evaluation.
 
-Both encoders run in this process (same torch threads), on the same 256 real SciFact
+Both encoders run in this process on one torch thread, on the same 256 real SciFact
 passages, batch size 32, max length 256, after a warm-up.  Rounds are interleaved
 (sentence-transformers in the untimed pedantic ``setup``, timed by hand; the harness
-encoder as the benchmark target) so that load from other processes hits both alike,
-and the asserted ratio compares the fastest round of each (the median of the
-per-round ratios is reported too).  Minutes on two CPU cores, hence ``slow``.
+encoder as the benchmark target), both timed in process CPU seconds, and the bound is on the
+median of the per-round ratios (tests/train/benchutil.py): other processes' load adds wall
+time, not this process's CPU time, and each round's pair runs under the same load.  One thread
+so that CPU time is work (worker threads spinning at a barrier while another process holds the
+core would count too).  Minutes on two CPU cores, hence ``slow``.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import time
 
 import numpy as np
 import pytest
-from benchutil import interleaved_rounds, speed_ratios
+from benchutil import paired_rounds
 from optional_extras import require_extra
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -22,7 +24,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 N_TEXTS = 256
 BATCH_SIZE = 32
 MAX_LENGTH = 256
-ROUNDS = 3
+ROUNDS = 5
+MAX_RATIO = 1.0      # ours / sentence-transformers, CPU time, median round (measured spread: in the report)
+MIN_SKIP_SPEEDUP = 20
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.slow]
 
@@ -35,7 +39,7 @@ def scifact_corpus(shared_data):
     return corpus.subset(corpus.ids[:N_TEXTS])
 
 
-def test_encode_docs_throughput_vs_sentence_transformers(benchmark, scifact_corpus):
+def test_encode_docs_throughput_vs_sentence_transformers(benchmark, scifact_corpus, one_thread):
     import torch
 
     SentenceTransformer = require_extra("sentence_transformers").SentenceTransformer
@@ -58,29 +62,23 @@ def test_encode_docs_throughput_vs_sentence_transformers(benchmark, scifact_corp
     np.testing.assert_allclose(ours.encode_docs(texts[:BATCH_SIZE], progress=False),
                                reference.encode(texts[:BATCH_SIZE], batch_size=BATCH_SIZE, normalize_embeddings=True),
                                atol=1e-5)
-    result, reference_times, ours_times = interleaved_rounds(benchmark, reference_encode, ours_encode, ROUNDS)
-    assert result.shape == (N_TEXTS, 384)
-    # Each round times both back to back, so per-round ratios are robust to load that drifts between rounds.
-    ratio, median_ratio = speed_ratios(reference_times, ours_times)
-    benchmark.extra_info.update({
-        "texts": N_TEXTS, "batch_size": BATCH_SIZE, "max_length": MAX_LENGTH, "torch_threads": torch.get_num_threads(),
-        "ours_s": ours_times, "sentence_transformers_s": reference_times,
-        "speed_ratio_best": round(ratio, 4), "speed_ratio_paired_median": round(median_ratio, 4),
-        "ours_texts_per_s": round(N_TEXTS / min(ours_times), 2),
-    })
-    print(f"\nHFEncoder vs sentence-transformers on {N_TEXTS} SciFact passages: best-round ratio {ratio:.3f}x "
-          f"(median of per-round ratios {median_ratio:.3f}x); ours {N_TEXTS / min(ours_times):.1f} texts/s, "
-          f"sentence-transformers {N_TEXTS / min(reference_times):.1f} texts/s, {torch.get_num_threads()} threads")
-    assert ratio >= 1.0
+    times = paired_rounds(benchmark, reference_encode, ours_encode, ROUNDS, warmup=False)
+    assert times.result.shape == (N_TEXTS, 384)
+    benchmark.extra_info.update({"texts": N_TEXTS, "batch_size": BATCH_SIZE, "max_length": MAX_LENGTH,
+                                 "torch_threads": torch.get_num_threads(),
+                                 "ours_texts_per_cpu_s": round(N_TEXTS / min(times.ours), 2)})
+    times.report(benchmark, f"HFEncoder / sentence-transformers on {N_TEXTS} SciFact passages, "
+                            f"{torch.get_num_threads()} thread")
+    times.assert_at_most(MAX_RATIO, "HFEncoder / sentence-transformers")
 
 
 def test_second_evaluation_skips_encoding(benchmark, scifact_corpus, tmp_path):
     from harness.encoders.cache import encode_corpus
     from harness.encoders.hf import HFEncoder
 
-    started = time.perf_counter()
+    started = time.process_time()       # CPU seconds (all threads): other processes' load adds none
     first = encode_corpus(HFEncoder("minilm", batch_size=BATCH_SIZE), scifact_corpus, tmp_path, progress=False)
-    first_s = time.perf_counter() - started
+    first_s = time.process_time() - started
     assert first.encoded_shards == 1
 
     def second_evaluation():
@@ -92,12 +90,14 @@ def test_second_evaluation_skips_encoding(benchmark, scifact_corpus, tmp_path):
 
     second = benchmark.pedantic(second_evaluation, rounds=5, iterations=1, warmup_rounds=1)
     np.testing.assert_array_equal(second.as_array(), first.as_array())
-    started = time.perf_counter()
-    second_evaluation()
-    second_s = time.perf_counter() - started
+    second_s = float("inf")
+    for _ in range(3):                  # the fastest of three, in CPU seconds
+        started = time.process_time()
+        second_evaluation()
+        second_s = min(second_s, time.process_time() - started)
     speedup = first_s / second_s
     benchmark.extra_info.update({"first_encode_s": round(first_s, 3), "cached_s": round(second_s, 4),
                                  "skip_speedup": round(speedup, 1)})
-    print(f"\nsecond evaluation of {N_TEXTS} passages: {second_s * 1000:.1f} ms vs {first_s:.1f} s encoding "
+    print(f"\nsecond evaluation of {N_TEXTS} passages: {second_s * 1000:.1f} ms vs {first_s:.1f} s encoding, CPU "
           f"({speedup:.0f}x faster)")
-    assert speedup > 20
+    assert speedup > MIN_SKIP_SPEEDUP

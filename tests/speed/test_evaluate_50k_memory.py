@@ -7,8 +7,11 @@ ignores it.  The command runs as its own process (``python -m harness evaluate``
 is the ``ru_maxrss`` of that one child, read with ``os.wait4`` (imports and interpreter included).
 Numerics: every 500th query's values (100 queries) are checked against pytrec_eval on the same lines.
 
-The files are about 2 GB and written in about a minute; evaluation takes about a minute more on two
-cores, hence ``slow``.  Run with ``pytest -m slow tests/speed/test_evaluate_50k_memory.py -s``.
+Measured (2 shared cores, load 5-8): the run file is 1.56 GB, written in 197 s; ``harness evaluate``
+peaked at 3.79 GB (81 bytes a line; 69 CPU s), the peak being the tie-break key of ``Run``'s trec_eval
+ordering (three temporaries the size of the tied rows, about 63% of the 50M); built in place, the same
+read + evaluate peaks at 3.54 GB (1.95 GB once the run is read).  Hence ``slow``.  Run with
+``pytest -m slow tests/speed/test_evaluate_50k_memory.py -s``.
 """
 from __future__ import annotations
 

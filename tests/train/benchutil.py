@@ -18,7 +18,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +65,12 @@ class PairedTimes:
     ours_wall: list[float] = field(default_factory=list)
     result: Any = None                      # the last value ours returned
     load: float = field(default_factory=lambda: os.getloadavg()[0])
+    others: dict[str, list[float]] = field(default_factory=dict)   # CPU seconds of reported-only sides
+
+    def other_ratios(self) -> dict[str, float]:
+        """Per other side, the median per-round ratio ours / that side."""
+        return {name: float(statistics.median(o / t for o, t in zip(self.ours, ts)))
+                for name, ts in self.others.items()}
 
     @property
     def ratios(self) -> list[float]:
@@ -93,10 +99,11 @@ class PairedTimes:
     def summary(self) -> str:
         rounds = ", ".join(f"{r:.3f}" for r in self.ratios)
         wall = self.wall_median
+        others = "".join(f"; vs {name} median {r:.3f}" for name, r in self.other_ratios().items())
         return (f"CPU ratio ours/reference median {self.median:.3f} (rounds {rounds}; spread {self.spread:.3f}; "
                 f"best-vs-best {self.best:.3f}" + (f"; wall median {wall:.3f}" if wall is not None else "")
                 + f"; load average {self.load:.1f}; fastest rounds: reference {min(self.reference) * 1e3:.1f} ms, "
-                f"ours {min(self.ours) * 1e3:.1f} ms CPU)")
+                f"ours {min(self.ours) * 1e3:.1f} ms CPU){others}")
 
     def info(self, prefix: str = "") -> dict[str, Any]:
         """The numbers for ``benchmark.extra_info`` (keys prefixed by ``prefix``)."""
@@ -104,6 +111,8 @@ class PairedTimes:
                                "ratio_rounds": [round(r, 4) for r in self.ratios],
                                "ratio_median": round(self.median, 4), "ratio_spread": round(self.spread, 4),
                                "ratio_best": round(self.best, 4), "load_average": self.load}
+        for name, ts in self.others.items():
+            out.update({f"{name}_cpu_s": ts, f"ratio_median_vs_{name}": round(self.other_ratios()[name], 4)})
         if self.wall_median is not None:
             out.update({"reference_wall_s": self.reference_wall, "ours_wall_s": self.ours_wall,
                         "wall_ratio_median": round(self.wall_median, 4)})
@@ -121,15 +130,17 @@ class PairedTimes:
 
 
 def paired_rounds(benchmark: Any, reference: Callable[[], Any], ours: Callable[[], Any], rounds: int,
-                  warmup: bool = True) -> PairedTimes:
+                  warmup: bool = True, others: Mapping[str, Callable[[], Any]] | None = None) -> PairedTimes:
     """Interleaved rounds (reference in the untimed pedantic ``setup``, ours as the target), each side
     timed in this process's CPU seconds and in wall seconds.  CPU seconds count every thread of the
     process, so multi-threaded code should run on one thread (the ``one_thread`` fixture): spinning
-    worker threads under load would add CPU time that is no work."""
+    worker threads under load would add CPU time that is no work.  ``others`` (reported, not asserted)
+    run in the same setup before the reference, each timed apart into ``PairedTimes.others``."""
     if warmup:
-        reference()
-        ours()
+        for fn in (*(others or {}).values(), reference, ours):
+            fn()
     times = PairedTimes([], [], [], [])
+    times.others = {name: [] for name in others or {}}
 
     def timed(fn: Callable[[], Any], cpu: list[float], wall: list[float]) -> Any:
         # The cyclic GC off for both sides (pytest-benchmark's --benchmark-disable-gc covers only the
@@ -148,6 +159,8 @@ def paired_rounds(benchmark: Any, reference: Callable[[], Any], ours: Callable[[
         return out
 
     def reference_round() -> None:          # pedantic's setup must return None
+        for name, fn in (others or {}).items():
+            timed(fn, times.others[name], [])
         timed(reference, times.reference, times.reference_wall)
 
     times.result = benchmark.pedantic(lambda: timed(ours, times.ours, times.ours_wall), setup=reference_round,
