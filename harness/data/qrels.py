@@ -21,7 +21,7 @@ import numpy as np
 
 from harness.data.grouped import QueryGrouped
 from harness.data.ids import as_id_array
-from harness.data.run import flatten_nested
+from harness.data.run import flatten_nested, id_columns_of_frame
 from harness.errors import InputError
 from harness.io import atomic_write
 from harness.io.readers import (
@@ -164,6 +164,29 @@ class Qrels(QueryGrouped):
                 ds.append(str(did))
                 rs.append(int(rel))
         return cls.from_arrays(qs, ds, rs, source)
+
+    @classmethod
+    def from_df(cls, df, q_col: str = "q_id", doc_col: str = "doc_id", score_col: str = "score",
+                source: str | None = None) -> Qrels:
+        """Judgements from a pandas DataFrame with one row per (query, document, label); the default
+        column names are those of ranx's ``Qrels.to_dataframe()``.  ``str`` id columns are encoded
+        without Python work per row; others are converted with ``astype(str)``.  The same qrels as
+        :meth:`from_arrays` on the same rows (a duplicate judgement is refused)."""
+        for col in (q_col, doc_col, score_col):
+            if col not in df.columns:
+                raise InputError(source, f"DataFrame has no column {col!r} (columns: {list(df.columns)})")
+        labels = df[score_col].to_numpy(dtype=np.int64)
+        columns = id_columns_of_frame(df, (q_col, doc_col))
+        if columns is None:
+            return cls.from_arrays(df[q_col].astype(str).to_numpy(dtype=str),
+                                   df[doc_col].astype(str).to_numpy(dtype=str), labels, source)
+        return cls.from_arrays(columns[0].values(), columns[1].values(), labels, source)
+
+    @classmethod
+    def from_ranx(cls, qrels, source: str | None = None) -> Qrels:
+        """Judgements from a ``ranx.Qrels`` (numba dicts read a row at a time: ranx has no columnar
+        export), as :meth:`from_dict` builds them."""
+        return cls.from_dict({str(q): dict(docs) for q, docs in qrels.qrels.items()}, source)
 
     @property
     def values(self) -> np.ndarray:

@@ -191,12 +191,31 @@ class Run(QueryGrouped):
     @classmethod
     def from_df(cls, df, q_col: str = "q_id", doc_col: str = "doc_id", score_col: str = "score",
                 name: str = "run") -> Run:
-        """Build a run from a pandas DataFrame with one row per (query, document, score)."""
+        """Build a run from a pandas DataFrame with one row per (query, document, score); the default
+        column names are those of ranx's ``Run.to_dataframe()``.
+
+        Columns of ``str`` ids are encoded without Python work per row
+        (:func:`~harness.data.ids.encode_strings` on the column's values) and the run is put in
+        trec_eval order on integer codes; a duplicate (query, document) pair is refused.  Other id
+        columns (numbers, missing values) are converted with ``astype(str)`` row by row, as before.
+        """
         for col in (q_col, doc_col, score_col):
             if col not in df.columns:
                 raise InputError(None, f"DataFrame has no column {col!r} (columns: {list(df.columns)})")
-        return cls.from_arrays(df[q_col].astype(str).to_numpy(dtype=str), df[doc_col].astype(str).to_numpy(dtype=str),
-                               df[score_col].to_numpy(dtype=np.float64), name=name)
+        scores = df[score_col].to_numpy(dtype=np.float64)
+        columns = id_columns_of_frame(df, (q_col, doc_col))
+        if columns is None or not len(scores):
+            return cls.from_arrays(df[q_col].astype(str).to_numpy(dtype=str),
+                                   df[doc_col].astype(str).to_numpy(dtype=str), scores, name=name)
+        return cls._from_parts([columns[0], columns[1], scores], name, None)
+
+    @classmethod
+    def from_ranx(cls, run, name: str | None = None) -> Run:
+        """Build a run from a ``ranx.Run`` (its ``{query: {doc: score}}`` held in numba dicts), named
+        ``name`` or the ranx run's name.  Reading numba's dicts costs a Python step per row (ranx
+        offers no columnar export); the run is then built as :meth:`from_dict` builds it."""
+        nested = {str(q): dict(docs) for q, docs in run.run.items()}
+        return cls.from_dict(nested, name=name or getattr(run, "name", None) or "run")
 
     @property
     def values(self) -> np.ndarray:
@@ -390,6 +409,22 @@ def flatten_nested(nested: Mapping, value_dtype: type) -> tuple[IdColumn, IdColu
                                     return_inverse=True)
     qcode = narrow_codes(np.repeat(query_code.reshape(-1), counts), len(uniques))
     return IdColumn(uniques, qcode, sorted=True), docs, values
+
+
+def id_columns_of_frame(df, names: Sequence[str]) -> list[IdColumn] | None:
+    """The DataFrame columns ``names`` as :class:`IdColumn` (sorted vocabularies) when every value is a
+    ``str`` and :func:`~harness.data.ids.encode_strings` can pack them; None otherwise."""
+    columns = []
+    for name in names:
+        values = df[name].tolist()
+        try:
+            column = encode_strings([values], len(values)) if values else None
+        except TypeError:                   # a value that is not a str: the caller converts row by row
+            return None
+        if column is None:
+            return None
+        columns.append(column)
+    return columns
 
 
 def _arrow_encoded(inner: list[Mapping], total: int) -> IdColumn | None:

@@ -142,3 +142,64 @@ def test_metrics_from_dicts_equal_pytrec_eval_per_query(decimals):
         assert set(per_query) == set(theirs)
         for qid, values in theirs.items():
             assert per_query[qid] == pytest.approx(values[their_name], abs=1e-12), (ours_name, qid)
+
+
+@pytest.fixture(scope="module")
+def trec_files(tmp_path_factory):
+    """A tied TREC run (shuffled lines, odd ids) and its qrels, with their rows."""
+    rng = np.random.default_rng(8)
+    nested = _nested(rng, 40, 30, 1, shuffle=True)
+    del nested["empty"]
+    folder = tmp_path_factory.mktemp("entries")
+    rows = [(q, d, s) for q, docs in nested.items() for d, s in docs.items() if d and " " not in d]
+    rows = [rows[i] for i in rng.permutation(len(rows)).tolist()]
+    run_path, qrels_path = folder / "run.trec", folder / "qrels.trec"
+    run_path.write_text("".join(f"{q} Q0 {d} 1 {s!r} mine\n" for q, d, s in rows), encoding="utf-8")
+    judged = [(q, d, int(rng.integers(-1, 3))) for q, d, _ in rows[::4]]
+    qrels_path.write_text("".join(f"{q} 0 {d} {r}\n" for q, d, r in judged), encoding="utf-8")
+    return run_path, qrels_path, rows, judged
+
+
+def _same_qrels(a: Qrels, b: Qrels) -> None:
+    for column in ("query_ids", "doc_ids", "relevance"):
+        assert getattr(a, column).tolist() == getattr(b, column).tolist()
+
+
+def test_every_entry_equals_the_file_readers(trec_files):
+    from harness.data import read_qrels, read_run
+
+    pd = pytest.importorskip("pandas")
+    run_path, qrels_path, rows, judged = trec_files
+    from_file, qrels_file = read_run(run_path), read_qrels(qrels_path)
+    run_dict: dict[str, dict[str, float]] = {}
+    for q, d, s in rows:
+        run_dict.setdefault(q, {})[d] = s
+    qrels_dict: dict[str, dict[str, int]] = {}
+    for q, d, r in judged:
+        qrels_dict.setdefault(q, {})[d] = r
+    run_frame = pd.DataFrame(rows, columns=["q_id", "doc_id", "score"])
+    qrels_frame = pd.DataFrame(judged, columns=["q_id", "doc_id", "score"])
+    for run in (Run.from_dict(run_dict), Run.from_df(run_frame),
+                Run.from_df(run_frame.astype({"q_id": object, "doc_id": object}))):
+        _same_run(run, from_file)
+    for qrels in (Qrels.from_dict(qrels_dict), Qrels.from_df(qrels_frame)):
+        _same_qrels(qrels, qrels_file)
+    numbered = pd.DataFrame({"qid": [1, 1, 2], "docno": [7, 8, 7], "rel": [1, 0, 2]})     # ids converted by str()
+    _same_qrels(Qrels.from_df(numbered, "qid", "docno", "rel"), Qrels.from_arrays(["1", "1", "2"], ["7", "8", "7"],
+                                                                                   [1, 0, 2]))
+    with pytest.raises(Exception, match="appears twice"):
+        Run.from_df(pd.concat([run_frame, run_frame.iloc[:1]]))
+    with pytest.raises(Exception, match="no column 'label'"):
+        Qrels.from_df(qrels_frame, score_col="label")
+
+
+@pytest.mark.slow          # ranx compiles its numba functions on first use (minutes on a loaded machine)
+def test_ranx_objects_equal_the_file_readers(trec_files):
+    from harness.data import read_qrels, read_run
+
+    ranx = pytest.importorskip("ranx")
+    run_path, qrels_path, _, _ = trec_files
+    run = Run.from_ranx(ranx.Run.from_file(str(run_path), kind="trec"))
+    _same_run(run, read_run(run_path))
+    assert run.name == "mine"
+    _same_qrels(Qrels.from_ranx(ranx.Qrels.from_file(str(qrels_path), kind="trec")), read_qrels(qrels_path))
