@@ -160,37 +160,11 @@ def tokenize_batch(batch: TrainBatch, tokenizer, spec: TrainSpec, append_eos: bo
     return batch
 
 
-WARM_TEXTS = 200_000    # training data with more texts is tokenized as micro-batches draw them
-
-
-def warm_token_cache(cache: TokenCache, data: TrainingData, spec: TrainSpec, append_eos: bool) -> None:
-    """Tokenize ahead, in a few large calls, the texts :func:`build_batch` uses verbatim (queries and passages
-    that get no prompt), unless the data holds more than :data:`WARM_TEXTS` of them."""
-    queries: list[str] = []
-    passages: list[str] = []
-    for src in data.sources:
-        prompted = bool(spec.use_instructions and src.prompts)
-        if not prompted:
-            queries.extend(row.query for row in src.rows)
-        if not (prompted and src.symmetric and spec.symmetric_doc_prompt):
-            for row in src.rows:
-                passages.extend(row.pos)
-                passages.extend(row.neg)
-    if len(queries) + len(passages) <= WARM_TEXTS:
-        cache.warm(queries, spec.query_max_length, append_eos)
-        cache.warm(passages, spec.doc_max_length, append_eos)
-
-
 def default_batch(examples: list[tuple[int, int]], ctx: TrainContext, micro_index: int) -> TrainBatch:
-    """The trainer's default micro-batch: query/positive/negatives rows, prompted and tokenized.
-
-    The texts come from the run's token cache, filled ahead on the first micro-batch (:func:`warm_token_cache`)."""
-    append_eos = bool(ctx.encoding.get("append_eos", False))
-    cache = ctx.token_cache(ctx.tokenizer)
-    if not cache.hits + cache.misses and not len(cache):
-        warm_token_cache(cache, ctx.data, ctx.spec, append_eos)
+    """The trainer's default micro-batch: query/positive/negatives rows, prompted and tokenized."""
     batch = build_batch(examples, ctx.data, ctx.spec, micro_index, ctx.rank, ctx.world_size)
-    return tokenize_batch(batch, ctx.tokenizer, ctx.spec, append_eos, cache)
+    return tokenize_batch(batch, ctx.tokenizer, ctx.spec, bool(ctx.encoding.get("append_eos", False)),
+                          ctx.token_cache(ctx.tokenizer))
 
 
 def source_counts(group_ids: np.ndarray, names: list[str]) -> dict[str, int]:

@@ -76,20 +76,6 @@ class TokenCache:
         self.hits += len(texts) - len(missing)
         return self._pad(self._keys[setting], [rows[t] for t in texts])
 
-    def warm(self, texts: Sequence[str], max_length: int, append_eos: bool = False, chunk: int = 4096) -> int:
-        """Tokenize the uncached ``texts`` ahead, ``chunk`` per tokenizer call; returns how many were added.
-
-        One call over thousands of texts costs a fraction of the same texts spread over one call per
-        micro-batch (the Python side of a call dominates at training batch sizes)."""
-        tok = self.tokenizer
-        if tok.pad_token_id is None or tok.padding_side not in ("right", "left"):
-            return 0
-        setting = self._setting(max_length, append_eos)
-        todo = [t for t in dict.fromkeys(texts) if (setting, t) not in self._entries]
-        for i in range(0, len(todo), chunk):
-            self._add(setting, todo[i:i + chunk], max_length, append_eos)
-        return len(todo)
-
     def _add(self, setting: tuple[Any, ...], texts: list[str], max_length: int,
              append_eos: bool) -> dict[str, np.ndarray]:
         """Tokenize ``texts`` (one batched call), store their rows, drop the oldest past the budget."""

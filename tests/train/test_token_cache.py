@@ -133,34 +133,3 @@ def test_training_run_is_bitwise_the_uncached_one(tmp_path, tiny_model, monkeypa
     wa = load_file(str(next(cached.path.glob("*.safetensors"))))
     wb = load_file(str(next(plain.path.glob("*.safetensors"))))
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
-
-
-def test_warmed_entries_are_the_tokenizers(tokenizers):
-    """Texts tokenized ahead in large calls (the first micro-batch's warm-up) pad to the same features."""
-    tok = tokenizers["synthetic"]
-    cache = TokenCache(tok)
-    texts = _texts(5, 40)
-    assert cache.warm(texts, 16, chunk=7) == len(set(texts))
-    assert cache.warm(texts, 16) == 0
-    want = dict(tokenize(tok, texts[:12], 16))
-    got = cache.encode(texts[:12], 16)
-    assert cache.misses == 0 and all(torch.equal(got[k], want[k]) for k in want)
-
-
-def test_the_first_default_batch_warms_the_cache_with_the_unprompted_texts(tiny_model):
-    from trainutil import load_tiny
-
-    from harness.train.batching import default_batch
-    from harness.train.context import TrainContext
-
-    data = make_data()                                     # prompts; the last source is symmetric
-    spec, model, tok, enc = load_tiny(tiny_model, use_instructions=True)
-    ctx = TrainContext(spec=spec, data=data, model=model, tokenizer=tok, device=torch.device("cpu"))
-    batch = default_batch([(0, 0), (1, 1), (2, 2), (0, 3), (1, 4), (2, 5), (0, 6), (1, 7)], ctx, 0)
-    cache = ctx.token_cache(tok)
-    passages = {p for src in data.sources[:-1] for row in src.rows for p in (*row.pos, *row.neg)}
-    cached = {text for _, text in cache._entries}
-    assert passages <= cached                               # every unprompted passage, ahead of its draw
-    assert not any(row.query in cached for src in data.sources for row in src.rows)   # queries are prompted
-    want = dict(tokenize(tok, batch.passages, spec.doc_max_length))
-    assert all(torch.equal(batch.features["passage"][k], want[k]) for k in want)
