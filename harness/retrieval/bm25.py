@@ -494,7 +494,9 @@ def _parallel_search(searcher: Any, analyzer: Any, texts: list[str], k: int,
     """
     java = _java()
     generator = java.BagOfWords()
-    n = k + 1 if cutoff_ties else k
+    # Past rank k, a few more hits than the tie at rank k usually runs on (on SciFact at k = 1000 it ran past
+    # k in half the queries, never by more than 42 documents): one search per query instead of two.
+    n = k + 1 + k // 16 + 16 if cutoff_ties else k
     # Four batches a thread at least, so that the threads finish together.
     batch_size = max(1, min(SEARCH_BATCH_QUERIES, SEARCH_BATCH_HITS // n, -(-len(texts) // (4 * max(1, threads)))))
     results: list[Any] = [None] * len(texts)
