@@ -329,6 +329,7 @@ def _pack_key(matrix: list[np.ndarray], columns: list[tuple[int, np.ndarray]], r
     shift = sum(need for need, _ in columns) + row_bits
     word: np.ndarray | None = None
     word_bits = 0
+    value = np.empty(count, dtype=np.uint32)     # one buffer for every position's mapped bytes
     for column, (need, table) in [*zip(matrix, columns), (None, (0, None))]:
         if word is not None and (column is None or word_bits + need > 32):     # the word is full: into the key
             shift -= word_bits
@@ -338,10 +339,10 @@ def _pack_key(matrix: list[np.ndarray], columns: list[tuple[int, np.ndarray]], r
             word, word_bits = None, 0
         if not need or column is None or table is None:
             continue
-        value = table[column]
         if word is None:
-            word = value
+            word = np.take(table, column)
         else:
+            np.take(table, column, out=value)
             word <<= np.uint32(need)
             word |= value
         word_bits += need

@@ -118,11 +118,13 @@ class Run(QueryGrouped):
         return cls._from_parts([queries, docs, scores], name, source)
 
     @classmethod
-    def _from_parts(cls, parts: list, name: str, source: str | None, unique: bool = False) -> Run:
+    def _from_parts(cls, parts: list, name: str, source: str | None, unique: bool = False,
+                    owned: bool = False) -> Run:
         """:meth:`from_columns` taking ``[queries, docs, scores]`` out of ``parts`` (which it empties), so
         that each column is freed as soon as its reordered copy exists (a 50M-row run holds one
         reordered column at a time, not a second copy of all three).  ``unique``: the caller vouches
-        that no (query, doc) pair repeats (a nested dict's keys), and the check is skipped."""
+        that no (query, doc) pair repeats (a nested dict's keys), and the check is skipped; ``owned``:
+        the columns' code arrays are the caller's to give away (reordered in place)."""
         queries, docs, scores = parts
         parts.clear()
         s = np.asarray(scores, dtype=np.float64).reshape(-1)
@@ -142,7 +144,8 @@ class Run(QueryGrouped):
         order, positions, sources = _trec_moves(qcode, s, _vocab_ranks(dvocab, dcode, dsorted))
         if order is None and positions is not None:     # by (query, score) already: move tied docs only
             moved = dcode[sources]
-            dcode = dcode.copy()
+            if not owned:
+                dcode = dcode.copy()
             dcode[positions] = moved
             del moved
         elif order is not None:
@@ -186,7 +189,7 @@ class Run(QueryGrouped):
         query_column, doc_column, values = flat
         if len(values) == 0:
             return cls.from_arrays([], [], [], name=name)
-        return cls._from_parts([query_column, doc_column, values], name, None, unique=True)
+        return cls._from_parts([query_column, doc_column, values], name, None, unique=True, owned=True)
 
     @classmethod
     def from_df(cls, df, q_col: str = "q_id", doc_col: str = "doc_id", score_col: str = "score",
