@@ -140,7 +140,8 @@ class ClusterDROOptions(BaseLossOptions):
                             source="paper 001 §5.1 (AdamW); the released scripts use LAMB: optimizer lamb")
     episode_lr: str = option("single", doc="learning rate and optimizer over the ANCE episodes: one schedule and "
                                            "optimizer over the run (single), or each episode a fresh run (restart: "
-                                           "optimizer state cleared, warm-up of warmup_steps, linear decay to 0 at "
+                                           "optimizer state and cluster weights reset, warm-up of warmup_steps, "
+                                           "linear decay to 0 at "
                                            "restart_horizon steps into the episode, peak lr x max(restart_floor, "
                                            "1 - episode start / restart_total))",
                              choices=EPISODE_LRS,
@@ -292,7 +293,8 @@ class ClusterDRO(Method):
 
     def optimizer_restarts(self, spec: TrainSpec) -> list[int]:
         """``episode_lr: restart``: every episode after the first starts with a fresh optimizer (the released
-        driver builds a new one per round and does not load the previous state: no --load_optimizer_scheduler)."""
+        driver builds a new one per round and does not load the previous state: no --load_optimizer_scheduler)
+        and fresh cluster weights (:meth:`run_episode`)."""
         starts = self.episode_starts(spec)
         return [s for s in starts if s > 0] if starts is not None else []
 
@@ -388,6 +390,11 @@ class ClusterDRO(Method):
         self.cluster_steps, self.negative_steps = (set(s) for s in self.schedules(ctx.spec))
         self.trace: dict[str, list[np.ndarray]] = {key: [] for key in TRACE_KEYS}
         self.init_weights(ctx)
+        # episode_lr restart: each later episode starts the cluster weights (and GroupDRO's EMAs) afresh, as each
+        # round of the released driver does (its DRO loss module, add_group_loss, is built after from_pretrained,
+        # so the buffers saved with the previous round's checkpoint are not loaded)
+        self.fresh_state = {"weights": self.weights.detach().cpu().clone(), **self.extra_state()}
+        self.restarts = set(self.optimizer_restarts(ctx.spec))
 
     def init_weights(self, ctx: TrainContext) -> None:
         raise NotImplementedError
@@ -414,6 +421,9 @@ class ClusterDRO(Method):
                 self.negatives.refresh(ctx, directory)
         if ctx.step in self.cluster_steps:
             self.recluster(ctx, directory)
+        if ctx.step in self.restarts:
+            self.weights = self.fresh_state["weights"].clone().to(self.device)
+            self.load_extra_state(self.fresh_state)
 
     def recluster(self, ctx: TrainContext, directory: Path) -> None:
         """K-means of every training query's representation from the current model."""

@@ -19,8 +19,9 @@ barely grows with K.  Over several ranks the (K, P) G is formed and all-reduced,
 
 Losses and presence are local, only the gradients are all-reduced, so in ``code`` mode the
 weights can differ across ranks (as in the released code; each rank checkpoints its own).
-The weights carry over a re-clustering, as in the released run (cluster indices are not
-matched across episodes).
+The weights carry over a re-clustering (cluster indices are not matched across episodes); under
+``episode_lr: restart`` each later ANCE episode starts them afresh, as each round of the released
+driver does (ANCE/model/models.py builds the DRO loss after loading the previous round's checkpoint).
 
 Options (besides the clustering ones of :mod:`methods.clusters`): ``mode`` (``code``/``paper``/
 ``paper-appendix``: Eq. 10's or Appendix E's r_ij),

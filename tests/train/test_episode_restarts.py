@@ -129,3 +129,31 @@ def test_restart_trains_resumes_exactly_and_clears_the_optimizer(tiny_model_nodr
         assert [r["lr"] for r in other] == [r["lr"] for r in log]
         wa, wb = (load_file(str(tmp_path / r / "final" / "model.safetensors")) for r in ("straight", run))
         assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+@pytest.mark.parametrize("name", ["idro", "groupdro"])
+def test_restart_episodes_start_the_cluster_weights_afresh(name, tmp_path):
+    """Each round of the released driver builds its DRO loss anew (add_group_loss after from_pretrained): the
+    weights (and the greedy rule's EMAs) of the previous episode are not carried into the next."""
+    from harness.method import get_method
+
+    method = get_method(name)
+    method.negatives, method.cluster_steps, method.restarts, method.device = None, set(), {3}, torch.device("cpu")
+    fresh = torch.ones(3, dtype=torch.float64)
+    method.weights = torch.tensor([0.2, 3.0, 1.5], dtype=torch.float64)
+    extra = {}
+    if name == "groupdro":
+        method.ema_losses, method.ema_counts = torch.tensor([0.5, 0.1, 0.9]), torch.tensor([2.0, 3.0, 4.0])
+        extra = {"ema_losses": torch.zeros(3), "ema_counts": torch.ones(3)}
+    method.fresh_state = {"weights": fresh, **extra}
+
+    class Ctx:
+        step = 2
+
+    method.run_episode(Ctx(), tmp_path)                         # not a restart step: kept
+    assert method.weights.tolist() == [0.2, 3.0, 1.5]
+    Ctx.step = 3
+    method.run_episode(Ctx(), tmp_path)
+    assert method.weights.tolist() == [1.0, 1.0, 1.0] and method.weights is not fresh
+    if name == "groupdro":
+        assert method.ema_losses.tolist() == [0.0] * 3 and method.ema_counts.tolist() == [1.0] * 3
