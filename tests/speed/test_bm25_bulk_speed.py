@@ -122,10 +122,11 @@ def test_bm25_search_against_json_per_query_pyserini_and_bm25s(benchmark, shared
           + "; nDCG@10: " + ", ".join(f"{name} {v:.4f}" for name, v in ndcg.items()))
     for name, p in paired.items():
         print(f"  ours vs {name}: {p.summary()}")
-    # Measured here (1 thread, a 2-core machine under load 13, CPU seconds, 5 rounds): ours 361 q/s,
-    # json-per-query 111, pyserini 38.5, bm25s 3064; cost ratios ours/other (median, spread):
-    # json-per-query 0.284 (0.108), pyserini 0.122 (0.052), bm25s 7.5 (5.9: bm25s's ~0.1 s rounds are
-    # noisy).  The bounds leave the spread and more.  bm25s is not bounded: a numba/scipy scorer over
-    # 5k documents, no Lucene postings, and a different tokeniser.
+    # Measured here in two runs (1 thread, a 2-core machine under load 9-13, CPU seconds, 5 rounds):
+    # ours 361 / 388 q/s, json-per-query 111 / 121, pyserini 38.5 / 39.8, bm25s 3064 / 2809; cost
+    # ratios ours/other, median (spread): json-per-query 0.284 (0.108) / 0.318 (0.112), pyserini 0.122
+    # (0.052) / 0.106 (0.022), bm25s 7.5 (5.9) / 6.5 (2.7) (bm25s's ~0.1 s rounds are noisy).  The
+    # bounds leave the spread and more.  bm25s is not bounded: a numba scorer over 5k documents'
+    # sparse matrix, no Lucene postings or JVM, and a different tokeniser.
     paired["json-per-query"].assert_at_most(0.8, "bulk transfer vs the JSON string per query")
     paired["pyserini"].assert_at_most(0.5, "our search vs Pyserini's batch_search")
