@@ -16,7 +16,7 @@ if [ "$#" -gt 0 ]; then
   upgrade=()
   for pkg in "$@"; do upgrade+=(--upgrade-package "$pkg"); done
 fi
-"$VENV/bin/uv" pip compile pyproject.toml --extra dev --extra seismic --extra topics --extra cluster \
+"$VENV/bin/uv" pip compile pyproject.toml --extra dev --extra seismic --extra topics --extra cluster --extra cmteb \
   --universal --python-version 3.11 -c constraints.txt "${upgrade[@]}" \
   --custom-compile-command "make lock" -o requirements.lock
 echo "requirements.lock refreshed; run 'make test' before committing it" >&2
