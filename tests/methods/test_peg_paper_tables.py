@@ -51,6 +51,18 @@ def finished_paper(tmp_path_factory):
     return write_finished(tmp_path_factory.mktemp("peg-paper"), "paper")
 
 
+# The public released checkpoints of the printed rows, evaluated as rows of ours (variants with method none),
+# between ours and the printed rows; Table 4 prints only BGE (large) and Ours.
+RELEASED = {1: ["peg-released", "bge-large-zh", "bge-base-zh", "m3e-base"],
+            2: ["peg-released", "bge-large-zh", "bge-base-zh", "m3e-base"],
+            3: ["peg-released", "bge-large-zh", "bge-base-zh", "m3e-base"],
+            4: ["peg-released", "bge-large-zh"]}
+
+
+def released_labels(suite, number: int) -> list[str]:
+    return [suite.variant(v).label for v in RELEASED[number]]
+
+
 def printed_rows(number: int) -> dict[str, list[str]]:
     doc = yaml.safe_load((PAPER / f"table{number}.yaml").read_text(encoding="utf-8"))
     return {r["label"]: r["cells"] for r in doc["rows"]}
@@ -65,16 +77,20 @@ def test_cmteb_tables_show_every_task_and_every_printed_row(finished_paper, numb
     table = render_layout(suite, "paper", root, f"table{number}")
     printed = printed_rows(number)
     labels = [r.label for r in table.rows]
+    released = len(RELEASED[number])
     assert labels[:2] == ["Vanilla InfoNCE", "PEG"]
-    assert labels[2:] == [("PEG (paper 002)" if k == "Ours" else k) for k in printed]     # every printed row
+    assert labels[2:2 + released] == released_labels(suite, number)                       # evaluated as released
+    assert labels[2 + released:] == [("PEG (paper 002)" if k == "Ours" else k) for k in printed]  # every printed row
     keys = [c.key for c in table.columns]
     assert len(keys) == len(benchmarks) + 1                                                # tasks + Avg
-    peg = table.rows[1]
-    for key, bench in zip(keys, benchmarks):
-        assert peg.cells[key].value == pytest.approx(scores[("peg", bench)][metric].mean())
-    # the average: pooled over the same queries of every task = the mean of the task means
-    assert peg.cells[keys[-1]].value == pytest.approx(np.mean([scores[("peg", b)][metric].mean() for b in benchmarks]))
-    for row in table.rows[2:]:
+    for index, variant in enumerate(["peg", *RELEASED[number]]):
+        row = table.rows[1 if index == 0 else 1 + index]
+        for key, bench in zip(keys, benchmarks):
+            assert row.cells[key].value == pytest.approx(scores[(variant, bench)][metric].mean())
+        # the average: pooled over the same queries of every task = the mean of the task means
+        assert row.cells[keys[-1]].value == pytest.approx(
+            np.mean([scores[(variant, b)][metric].mean() for b in benchmarks]))
+    for row in table.rows[2 + released:]:
         source = "Ours" if row.label == "PEG (paper 002)" else row.label
         assert [row.cells[k].value for k in keys] == pytest.approx([float(x) / 100 for x in printed[source]])
 
@@ -84,8 +100,15 @@ def test_dureader_tables_put_the_printed_recall10_header_under_recall1(finished_
     suite, root, scores = finished_paper
     table = render_layout(suite, "paper", root, f"table{number}")
     printed = printed_rows(number)
-    assert [r.label for r in table.rows][2:] == [("PEG (paper 002)" if k == "Ours" else k) for k in printed]
+    released = len(RELEASED[number])
+    assert [r.label for r in table.rows][2:2 + released] == released_labels(suite, number)
+    assert [r.label for r in table.rows][2 + released:] == [("PEG (paper 002)" if k == "Ours" else k)
+                                                            for k in printed]
     keys = [c.key for c in table.columns]
+    for index, variant in enumerate(RELEASED[number]):                 # a released row: its own cells' means
+        row = table.rows[2 + index]
+        for key, metric in zip(keys, ("mrr@10", "success@1", "success@50")):
+            assert row.cells[key].value == pytest.approx(scores[(variant, bench)][metric].mean())
     assert [c.label for c in table.columns] == ["MRR@10", "Recall@1 (printed: Recall@10)", "Recall@50"]
     peg = table.rows[1]
     for key, metric in zip(keys, ("mrr@10", "success@1", "success@50")):
@@ -110,7 +133,7 @@ def test_at_tiny_scale_the_tables_render_on_stand_ins_with_only_comparable_colum
     assert any("not comparable in value" in n for n in t1.notes)
     t2 = render_layout(suite, "tiny", root, "table2")
     assert all(r.cells.get(c.key) is None or r.cells[c.key].value is None
-               for r in t2.rows[2:] for c in t2.columns)                        # no printed MAP under MRR@10
+               for r in t2.rows[2 + len(RELEASED[2]):] for c in t2.columns)    # no printed MAP under MRR@10
     t3 = render_layout(suite, "tiny", root, "table3")
     assert next(r for r in t3.rows if r.label == "BGE (large)").cells[t3.columns[0].key].value == \
         pytest.approx(0.8709)
