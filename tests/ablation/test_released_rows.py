@@ -99,3 +99,52 @@ def test_mining_paper_dry_run_lists_the_rows_with_no_setting_on_a_harness_defaul
     assert models == {vid: hub for vid, hub in MINING.items() if hub != "BAAI/bge-m3"}
     none_cells = [c for c in data["cells"] if c["method"] == "none"]
     assert sorted(c["variant"] for c in none_cells) == sorted(MINING)
+
+
+@pytest.mark.slow       # writes a result per (row, benchmark): about a minute per layout on a loaded machine
+@pytest.mark.parametrize("name,layout,rows,printed", [
+    ("mining", "table1", list(MINING), "Printed in paper 004, Table 1"),
+    ("mining", "table14", list(MINING), "Printed in paper 004, Table 14"),
+    ("tdro", "table4", ["me5-large-inst", "e5-mistral", "released-llama3-8b-top70"], "Printed in paper 000 (Tab. 4)"),
+])
+def test_paper_layouts_show_the_rows_beside_the_printed_ones(tmp_path, name, layout, rows, printed):
+    """On a finished run written as the runner writes it, each released row's cells are its own per-query means
+    and the printed rows follow them."""
+    import numpy as np
+
+    from harness.ablation.axes import replicates, suite_systems
+    from harness.ablation.layout import render_layout
+    from harness.ablation.paths import SUMMARY_FILE, cell_result_dir, report_dir
+    from harness.data.run import Run
+    from harness.evaluation_result import EvaluationResult
+    from harness.protocol import ProtocolCard
+    from harness.store import write_result
+
+    suite, qids, metrics = load_suite(name), [f"q{i}" for i in range(5)], ("ndcg@10", "recall@100", "acc@100")
+    rng, report, cells, scores = np.random.default_rng(0), report_dir(tmp_path, name, "paper"), [], {}
+    report.mkdir(parents=True)
+    for system in suite_systems(suite):
+        for replicate in replicates(suite, system, "paper"):
+            cells.append({"variant": replicate.id, "key": f"k-{replicate.id}"})
+            for bench in suite.scale("paper").benchmarks:
+                values = {m: rng.random(len(qids)) for m in metrics}
+                scores[(replicate.id, bench.id)] = values
+                write_result(cell_result_dir(report, replicate.id, bench.id),
+                             run=Run.from_arrays(qids[:1], ["d1"], [1.0]), evaluation=EvaluationResult(qids, values),
+                             card=ProtocolCard(suite=bench.suite, dataset=bench.id, metrics=metrics), manifest={})
+    (report / SUMMARY_FILE).write_text(json.dumps({"suite": name, "cells": cells}), encoding="utf-8")
+    table = render_layout(suite, "paper", tmp_path, layout)
+    labels = [r.label for r in table.rows]
+    wanted = [suite.variant(v).label for v in rows]
+    first = labels.index(wanted[0])
+    assert labels[first:first + len(wanted)] == wanted
+    assert all(r.group == printed for r in table.rows[first + len(wanted):])             # the printed rows follow
+    column = table.columns[1] if name == "mining" else table.columns[0]     # mining: ar; tdro: the MIRACL average
+    bench = "ar" if name == "mining" else None
+    for vid, row in zip(rows, table.rows[first:first + len(wanted)]):
+        value = row.cells[column.key].value
+        if bench is not None:
+            metric = "ndcg@10" if layout == "table1" else "recall@100"
+            assert value == pytest.approx(scores[(vid, bench)][metric].mean())
+        else:
+            assert value is not None
