@@ -244,6 +244,8 @@ class ClusterDRO(Method):
 
     presets = SOURCED_PRESETS
     Options = ClusterDROOptions
+    # episode_lr restart: the steps whose episode starts the DRO state afresh (set by configure; none before it)
+    restarts: frozenset[int] = frozenset()
 
     @staticmethod
     def _schedule(every: int, steps: int) -> list[int]:
@@ -394,7 +396,7 @@ class ClusterDRO(Method):
         # round of the released driver does (its DRO loss module, add_group_loss, is built after from_pretrained,
         # so the buffers saved with the previous round's checkpoint are not loaded)
         self.fresh_state = {"weights": self.weights.detach().cpu().clone(), **self.extra_state()}
-        self.restarts = set(self.optimizer_restarts(ctx.spec))
+        self.restarts = frozenset(self.optimizer_restarts(ctx.spec))
 
     def init_weights(self, ctx: TrainContext) -> None:
         raise NotImplementedError
