@@ -27,11 +27,16 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("HARNESS_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
 
 
+def _beside_repo(path: Path, what: str, variable: str) -> Path:
+    """``path``, or a skip naming it: ../shared is not part of the repository (CI places it beside the clone)."""
+    if not path.is_dir():
+        pytest.skip(f"{what} not found at {path} (set {variable})")
+    return path
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"real data not found at {SHARED_DATA} (set HARNESS_SHARED_DATA)")
-    return SHARED_DATA
+    return _beside_repo(SHARED_DATA, "real data", "HARNESS_SHARED_DATA")
 
 
 # The seed papers' text extractions sit beside the repository (../shared/papers); HARNESS_SHARED_PAPERS overrides.
@@ -40,9 +45,7 @@ PAPERS_DIR = Path(os.environ.get("HARNESS_SHARED_PAPERS", REPO_ROOT.parent / "sh
 
 @pytest.fixture(scope="session")
 def papers_dir() -> Path:
-    if not PAPERS_DIR.is_dir():
-        pytest.skip(f"seed papers not found at {PAPERS_DIR} (set HARNESS_SHARED_PAPERS)")
-    return PAPERS_DIR
+    return _beside_repo(PAPERS_DIR, "seed papers", "HARNESS_SHARED_PAPERS")
 
 
 @pytest.fixture(scope="module")
