@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+import trainutil
 from safetensors.torch import load_file
-from trainutil import make_data
+from trainutil import Killed, make_data, train_killed_while_reencoding
 
 from harness.errors import ConfigError
-from harness.train import negatives as N
 from harness.train.logs import read_log
 from methods.clusters import restarted_linear_factor
 
@@ -61,12 +61,8 @@ def test_matches_transformers_linear_schedule_per_episode():
 
 
 def idro_spec(model, **options):
-    from methods.idro import IDRO
-
-    opts = {"k": 3, "niter": 10, "nredo": 1, "blocks": 1, "ance_refresh_steps": 3, "ance_depth": 8, "ance_keep": 3,
-            "episode_lr": "restart", "restart_horizon": 5, "restart_total": 10, **options}
-    return IDRO.spec("tiny", model=model, batch_size=8, steps=7, warmup_steps=1, lr=1e-3, query_max_length=16,
-                     doc_max_length=32, save_every=2, keep_checkpoints=10, method_options=opts)
+    return trainutil.idro_spec(model, keep_checkpoints=10, **{"episode_lr": "restart", "restart_horizon": 5,
+                                                              "restart_total": 10, **options})
 
 
 def test_hooks_follow_the_option():
@@ -80,10 +76,6 @@ def test_hooks_follow_the_option():
     assert IDRO().lr_factor(single) is None and IDRO().optimizer_restarts(single) == []
     with pytest.raises(ConfigError, match="ance_refresh_steps"):
         IDRO().lr_factor(idro_spec("m", ance_refresh_steps=0))
-
-
-class Killed(Exception):
-    pass
 
 
 def test_restart_trains_resumes_exactly_and_clears_the_optimizer(tiny_model_nodrop, tmp_path, monkeypatch):
@@ -100,17 +92,7 @@ def test_restart_trains_resumes_exactly_and_clears_the_optimizer(tiny_model_nodr
     assert {int(v["step"]) for v in states[4].values()} == {1}
 
     # killed while re-encoding the corpus at the third episode, then after a step of it: same run
-    real = N.encode_texts
-
-    def dying_encode(ctx, texts, *args, **kwargs):
-        if ctx.step == 6 and len(texts) > 40:
-            raise Killed("killed while re-encoding the training corpus")
-        return real(ctx, texts, *args, **kwargs)
-
-    monkeypatch.setattr(N, "encode_texts", dying_encode)
-    with pytest.raises(Killed):
-        IDRO().train(spec, data, tmp_path / "killed")
-    monkeypatch.setattr(N, "encode_texts", real)
+    train_killed_while_reencoding(monkeypatch, spec, data, tmp_path / "killed")
 
     class KillAfter4(IDRO):
         name = IDRO.name

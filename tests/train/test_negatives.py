@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
-from trainutil import make_data
+from trainutil import idro_spec, make_data, train_killed_while_reencoding
 
 from harness.errors import ConfigError
 from harness.train import negatives as N
@@ -113,19 +113,6 @@ def test_bm25_warmup_takes_lexical_neighbours(tiny_model_nodrop, tmp_path, monke
 
 
 # ---------------------------------------------------------------------- iDRO with ANCE episodes
-class Killed(Exception):
-    pass
-
-
-def idro_spec(model, **options):
-    from methods.idro import IDRO
-
-    opts = {"k": 3, "niter": 10, "nredo": 1, "blocks": 1, "ance_refresh_steps": 3, "ance_depth": 8, "ance_keep": 3,
-            **options}
-    return IDRO.spec("tiny", model=model, batch_size=8, steps=7, warmup_steps=1, lr=1e-3, query_max_length=16,
-                     doc_max_length=32, save_every=2, keep_checkpoints=5, method_options=opts)
-
-
 def test_idro_refreshes_negatives_with_its_clusters_and_resumes_exactly(tiny_model_nodrop, tmp_path, monkeypatch):
     from methods.idro import IDRO
 
@@ -140,17 +127,7 @@ def test_idro_refreshes_negatives_with_its_clusters_and_resumes_exactly(tiny_mod
     mined = [np.load(episodes / f"step-0000000{s}" / N.NEGATIVES_FILE) for s in (3, 6)]
     assert not np.array_equal(*mined)                                          # a new draw per episode
 
-    real = N.encode_texts
-
-    def dying_encode(ctx, texts, *args, **kwargs):
-        if ctx.step == 6 and len(texts) > 40:                                  # the corpus, at the third episode
-            raise Killed("killed while re-encoding the training corpus")
-        return real(ctx, texts, *args, **kwargs)
-
-    monkeypatch.setattr(N, "encode_texts", dying_encode)
-    with pytest.raises(Killed):
-        IDRO().train(spec, data, tmp_path / "killed")
-    monkeypatch.setattr(N, "encode_texts", real)
+    train_killed_while_reencoding(monkeypatch, spec, data, tmp_path / "killed")
     IDRO().train(spec, data, tmp_path / "killed")
     logs = [read_log(tmp_path / run / "train_log.jsonl") for run in ("straight", "killed")]
     assert [r["loss"] for r in logs[0]] == [r["loss"] for r in logs[1]]         # step for step, bit-exact

@@ -94,3 +94,38 @@ def plain_step(model, ctx, method, gradcache_chunk=None, forward_chunk=None):
 
 def grads(model) -> dict:
     return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+# ---------------------------------------------------------------------- iDRO with ANCE episodes
+class Killed(Exception):
+    """A simulated kill (raised where a real run would be interrupted)."""
+
+
+def idro_spec(model, keep_checkpoints: int = 5, **options):
+    """A 7-step tiny iDRO run with ANCE episodes at steps 0, 3 and 6 (``options`` override the method's)."""
+    from methods.idro import IDRO
+
+    opts = {"k": 3, "niter": 10, "nredo": 1, "blocks": 1, "ance_refresh_steps": 3, "ance_depth": 8, "ance_keep": 3,
+            **options}
+    return IDRO.spec("tiny", model=model, batch_size=8, steps=7, warmup_steps=1, lr=1e-3, query_max_length=16,
+                     doc_max_length=32, save_every=2, keep_checkpoints=keep_checkpoints, method_options=opts)
+
+
+def train_killed_while_reencoding(monkeypatch, spec, data, workdir) -> None:
+    """Start an iDRO run in ``workdir`` and kill it while it re-encodes the training corpus at the third episode."""
+    import pytest
+
+    from harness.train import negatives as N
+    from methods.idro import IDRO
+
+    real = N.encode_texts
+
+    def dying_encode(ctx, texts, *args, **kwargs):
+        if ctx.step == 6 and len(texts) > 40:                                  # the corpus, at the third episode
+            raise Killed("killed while re-encoding the training corpus")
+        return real(ctx, texts, *args, **kwargs)
+
+    monkeypatch.setattr(N, "encode_texts", dying_encode)
+    with pytest.raises(Killed):
+        IDRO().train(spec, data, workdir)
+    monkeypatch.setattr(N, "encode_texts", real)
