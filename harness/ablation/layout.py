@@ -92,7 +92,8 @@ class LayoutKind:
     """A kind of table layout a suite file can declare with ``kind:``.
 
     ``columns`` says what its ``columns:`` entries are: ``"benchmark"`` ({benchmark, metric,
-    group, label} mappings, checked here) or ``"variant"`` (variant ids).  Subclasses check their
+    group, label} mappings, checked here), ``"variant"`` (variant ids) or ``"layout"`` (none: the kind shows
+    the columns of another layout it names in its options, as ``across-scales``).  Subclasses check their
     ``options`` in :meth:`check` (raise ConfigError naming the problem) and build the table from a
     finished suite in :meth:`render`; :meth:`figure` returns a matplotlib figure or None.
     """
@@ -201,7 +202,11 @@ def load_layout(suite: AblationSuite, scale: str, name: str | None = None,
         raise ConfigError(f"{where} {name!r}: {exc}") from None
     per_scale = entry.scales.get(scale) or LayoutScaleEntry()
     columns_given = per_scale.columns if per_scale.columns is not None else entry.columns
-    if not columns_given:
+    if kind_impl.columns == "layout":       # a kind that shows another layout's columns (across-scales)
+        if columns_given:
+            raise ConfigError(f"{where} {name!r} of kind {entry.kind!r} shows the columns of the layout it gathers; "
+                              "it takes no columns of its own")
+    elif not columns_given:
         raise ConfigError(f"{where} {name!r} has no columns at scale {scale!r}")
     variant_ids = {v.id for v in suite.variants}
     columns = [_column(c, kind_impl.columns, variant_ids, f"{where} {name!r}") for c in columns_given]

@@ -28,7 +28,7 @@ from typing import Any
 
 from harness.ablation.axes import apply_axes, keep_checkpoints, replicates, systems_of
 from harness.ablation.cells import method_preset, variant_train_overrides
-from harness.ablation.layout import load_layout, table_section
+from harness.ablation.layout import layout_kind, load_layout, table_section
 from harness.ablation.problems import KeyPath, Problems
 from harness.ablation.resolve import SYNTHETIC_PREFIX, resolve_data_entry, resolve_path, substitute, unresolved
 from harness.ablation.spec import NO_TRAINING, AblationSuite, closest, load_suite
@@ -309,13 +309,21 @@ def _model(model: str, where: tuple, problems: Problems) -> None:
         problems.add(where, message if model in message or name in message else f"model {model!r}: {message}")
 
 
+def _gathers(kind: str) -> bool:
+    """Whether layouts of ``kind`` show another layout's columns (so have none of their own to skip on)."""
+    try:
+        return layout_kind(kind).columns == "layout"
+    except HarnessError:
+        return False        # an unknown kind: load_layout names it below
+
+
 def _layouts(suite: AblationSuite, scale: str, problems: Problems) -> None:
     try:
         table = table_section(suite)
     except HarnessError:
         return      # the table: section's own problems were recorded where the file was read, with the others
     for name, entry in table.layouts.items():
-        if scale not in entry.scales and not entry.columns:
+        if scale not in entry.scales and not entry.columns and not _gathers(entry.kind):
             # A layout whose columns exist only at other scales (a paper's table over its real benchmarks) is
             # not drawn at this one: `harness table --layout` says so when asked for it.  A smoke scale's table
             # is the plain comparison table for the same reason.
