@@ -18,7 +18,6 @@ generates with the merged model.
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -26,8 +25,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError, InputError
+from harness.errors import ConfigError
 from harness.io import atomic_write_json
+from suites.training_data.alpaca import SUMMARY_STEMS, is_summarisation, read_rows
 
 log = logging.getLogger(__name__)
 
@@ -60,29 +60,14 @@ class MiftSettings:
 
 
 SOURCE = _CODE + " (LoRA SFT: rank 8, all linear layers, lr 1e-3, 5 epochs, cosine, warmup 0.1)"
-# What makes an Alpaca instruction "summarization-related" (paper 004 §3.4): its English instruction asks for
-# a summary.  The paper gives no list; these stems are ours.
-SUMMARY_STEMS = ("summar", "summary", "sum up", "tl;dr", "main point", "key point", "in brief", "briefly")
 
 
 def read_instruction_rows(path: str | Path) -> list[dict[str, Any]]:
     """Rows of an Alpaca-style file: a JSON list (the original ``alpaca_data.json``) or JSON lines (the
-    released ``translate.py`` output), each with ``instruction`` and ``output`` (``input`` optional)."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"mift: instruction file {p} does not exist (Alpaca's alpaca_data.json, or its "
-                          "translations as the data builder 'mift-alpaca' writes them)")
-    text = p.read_text(encoding="utf-8")
-    try:
-        rows = json.loads(text) if text.lstrip().startswith("[") else [
-            json.loads(line) for line in text.splitlines() if line.strip()]
-    except ValueError as exc:
-        raise InputError(p, f"not JSON or JSON lines: {exc}") from None
-    for n, row in enumerate(rows, 1):
-        if not isinstance(row, Mapping) or not row.get("instruction") or "output" not in row:
-            raise InputError(p, f"row {n}: needs 'instruction' and 'output' (fields found: "
-                                f"{', '.join(row) if isinstance(row, Mapping) else type(row).__name__})")
-    return [dict(r) for r in rows]
+    released ``translate.py`` output, or what the data builder 'mift-alpaca' writes), each with ``instruction``
+    and ``output`` (``input`` optional; translated rows ``lang`` and ``original_instruction``).  A bad row fails
+    naming the file, its line and the problem (``suites.training_data.alpaca.read_rows``)."""
+    return read_rows(path)
 
 
 def summarisation_examples(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
@@ -90,8 +75,8 @@ def summarisation_examples(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, 
     row keeps it), as ``{"instruction", "input", "output", "lang"}``."""
     out = []
     for row in rows:
-        english = str(row.get("original_instruction") or row.get("instruction") or "").lower()
-        if any(stem in english for stem in SUMMARY_STEMS) and str(row.get("output", "")).strip():
+        english = str(row.get("original_instruction") or row.get("instruction") or "")
+        if is_summarisation(english) and str(row.get("output", "")).strip():
             out.append({"instruction": str(row["instruction"]), "input": str(row.get("input") or ""),
                         "output": str(row["output"]), "lang": str(row.get("lang", "en"))})
     return out
