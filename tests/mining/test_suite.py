@@ -100,6 +100,9 @@ def test_table8_layout_from_stored_mining_reports(tmp_path):
     assert rows["Pool fill"]["percpos"] == pytest.approx(40 / 100) and rows["Under-full pools"]["percpos"] == 0.6
     assert rows["Filter precision (truth)"]["naive-filter"] == 0.25 and rows["Filter recall (truth)"]["naive-filter"] \
         == 0.75 and rows["Planted FNs among negatives"]["naive-filter"] == 0.1
+    # the counts behind that share, for the variants with a truth (only naive-filter here)
+    label = suite.variant("naive-filter").label or "naive-filter"
+    assert table.notes[-1] == f"Planted false negatives left among the negatives: {label} 4 of 40."
     del records["naive"]
     (tmp_path / "cells" / "train" / "k0" / "method" / "mining.json").unlink()
     with pytest.raises(ConfigError, match="variant 'naive' has no mining report"):

@@ -9,7 +9,8 @@ training cell (the mining report of every training source, summed over sources) 
 * Pool fill: negatives per query over ``k``; Under-full pools: rows with fewer than min(7, k) negatives
   (a training step samples 7);
 * with a synthetic world's truth (option ``truth`` of the method): the filter's precision and recall
-  against the planted false negatives, and the planted false negatives left among the negatives.
+  against the planted false negatives, and the planted false negatives left among the negatives (their counts,
+  left of planted, in a note under the table).
 
 A cell is empty where it does not apply (no filter, no truth).
 
@@ -83,6 +84,15 @@ def mining_statistics(record: dict[str, Any]) -> dict[str, float | None]:
     return out
 
 
+def planted_left(record: dict[str, Any]) -> tuple[int, int] | None:
+    """(planted false negatives left among the final negatives, planted false negatives) of one mining record,
+    summed over its sources with a synthetic world's truth; None without truth."""
+    truths = [s["truth"] for s in record["sources"].values() if "truth" in s]
+    if not truths:
+        return None
+    return sum(int(t["planted_selected"]) for t in truths), sum(int(t["planted"]) for t in truths)
+
+
 @register_layout_kind("mining-stats")
 class MiningStatsLayout(LayoutKind):
     """Statistics of the mined negatives (rows) per mined variant (columns), in %."""
@@ -102,17 +112,23 @@ class MiningStatsLayout(LayoutKind):
 
     def render(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
         variants = [c.benchmark for c in layout.columns]
-        stats = {v: mining_statistics(mining_record(suite, scale, results_root, v)) for v in variants}
+        records = {v: mining_record(suite, scale, results_root, v) for v in variants}
+        stats = {v: mining_statistics(records[v]) for v in variants}
         labels = {v.id: v.label for v in suite.variants}
         columns = [Column(v, labels[v]) for v in variants]
         rows = [Row(label, {v: Cell(stats[v][key]) for v in variants}) for key, label in ROWS
                 if any(stats[v][key] is not None for v in variants)]
+        # the counts behind the planted row (a share hides how few planted twins a small world has)
+        counts = {v: planted_left(records[v]) for v in variants}
+        left = "; ".join(f"{labels[v] or v} {c[0]} of {c[1]}" for v, c in counts.items() if c is not None)
+        extra = [f"Planted false negatives left among the negatives: {left}."] if left else []
         return Table(columns=columns, rows=rows, caption=layout.caption or f"Mined hard negatives ({scale}), %",
                      label=f"tab:{suite.name}-{layout.name}-{scale}", decimals=layout.decimals or 1, scale=100.0,
                      bold_best=False, row_header="Hard negatives",
                      notes=[f"Scale {scale}; from method/mining.json of each variant's training cell, summed over "
                             "its training sources. Eliminated: share of the retrieved candidates the FN filter "
-                            "removed; precision/recall against the synthetic world's planted false negatives."])
+                            "removed; precision/recall against the synthetic world's planted false negatives.",
+                            *extra])
 
 
 JUDGE_LABELS = ("0", "1", "2")
