@@ -66,7 +66,8 @@ class ModelSpec:
 
 
 def build_encoder(spec: ModelSpec, card: ProtocolCard) -> Encoder:
-    """Instantiate the dense encoder, applying protocol prompts/lengths when the card sets them."""
+    """Instantiate the encoder (sparse, dense echo or dense), applying protocol prompts/lengths when the card
+    sets them."""
     if spec.encoder is not None:
         return spec.encoder
     from harness.encoders.hf import load_encoder  # lazy (start-up speed): imports torch, tqdm
@@ -83,6 +84,10 @@ def build_encoder(spec: ModelSpec, card: ProtocolCard) -> Encoder:
         kwargs.setdefault("doc_max_length", card.doc_max_length)
     if spec.is_sparse:
         return load_sparse_encoder(spec.name, **kwargs)
+    from harness.encoders.dense_echo import is_dense_echo_model, load_echo_dense_encoder  # lazy: imports torch
+
+    if is_dense_echo_model(spec.name):   # a released echo-embeddings checkpoint or an *-echo-dense alias
+        return load_echo_dense_encoder(spec.name, **kwargs)
     return load_encoder(spec.name, **kwargs)
 
 

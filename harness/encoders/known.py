@@ -37,7 +37,7 @@ DENSE_POOLING = ("cls", "mean", "last")      # harness.encoders.pooling.POOLING_
 SPARSE_POOLING = ("max", "sum")              # harness.encoders.settings.SPARSE_POOLING_MODES
 # The settings a source must be given for when they are set (None: unknown, the harness default applies).
 SETTINGS = ("pooling", "normalize", "query_prompt", "document_prompt", "query_max_length", "doc_max_length",
-            "append_eos", "similarity", "instruction")
+            "append_eos", "similarity", "instruction", "echo")
 SCHEMA = 1
 _PAPER_ROW = re.compile(r"^\d{3}/table\d+:.+$")
 
@@ -66,6 +66,10 @@ class KnownModel:
     append_eos: bool | None = None
     similarity: str | None = None
     instruction: str | None = None
+    # True: a decoder read as echo embeddings (Springer et al. 2024): each text twice in an echo template,
+    # hidden states pooled (mean or last) over the second occurrence and the template's EOS
+    # (harness.encoders.dense_echo).  Dense models only.
+    echo: bool | None = None
     papers: tuple[str, ...] = ()
     sources: tuple[tuple[str, str], ...] = ()
     notes: str = ""
@@ -88,6 +92,14 @@ class KnownModel:
         allowed = SPARSE_POOLING if self.kind == "sparse" else DENSE_POOLING
         if self.pooling is not None and self.pooling not in allowed:
             out.append(f"pooling of a {self.kind} model must be one of {', '.join(allowed)}, got {self.pooling!r}")
+        if self.echo is not None and self.echo is not False:
+            if self.echo is not True:
+                out.append(f"echo must be true or false, got {self.echo!r}")
+            elif self.kind != "dense" or self.pooling not in ("mean", "last"):
+                out.append("echo: true is a dense model pooled over the second occurrence: kind 'dense' with "
+                           f"pooling 'mean' or 'last', got kind {self.kind!r}, pooling {self.pooling!r}")
+            elif self.append_eos:
+                out.append("echo: true takes its EOS from the echo template ('{</s>}'), not append_eos")
         for name in ("normalize", "append_eos"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, bool):

