@@ -23,7 +23,8 @@ number of fields, separated by one space (or one tab, whichever the first line u
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,11 +33,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from harness.data.ids import IdColumn, narrow_codes
+from harness.data.ids import IdColumn, arrow_numpy, encode_utf8_chunks, narrow_codes
 from harness.io.readers import UNICODE_ONLY_WHITESPACE
 
 # A value with any of these needs the line-by-line reader (it splits there, or refuses it).
 _ODD_CHARS = "[\\x00-\\x20\\x7f" + "".join(f"\\x{{{ord(c):x}}}" for c in UNICODE_ONLY_WHITESPACE) + "]"
+_ODD_PATTERN = re.compile("[\x00-\x20\x7f" + "".join(UNICODE_ONLY_WHITESPACE) + "]")   # the same, for `re`
 _TEXT = pa.dictionary(pa.int32(), pa.string())
 _BOM = b"\xef\xbb\xbf"
 RUN_COLUMNS = ("qid", "q0", "docid", "rank", "score", "tag")
@@ -134,16 +136,23 @@ def _clean(column: pa.ChunkedArray) -> bool:
 
 
 def _clean_values(values: pa.Array) -> bool:
-    if pc.any(pc.equal(pc.binary_length(values), 0)).as_py():
+    # min() and not equal(..., 0): pyarrow converts a Python scalar through code that imports pandas
+    # (half a second of CPU), which nothing here needs.
+    if len(values) and pc.min(pc.binary_length(values)).as_py() == 0:
         return False
     return not pc.any(pc.match_substring_regex(values, _ODD_CHARS)).as_py()
+
+
+def _clean_strings(values: Iterable[str]) -> bool:
+    """:func:`_clean_values` for a few Python strings (the distinct Q0 and tag fields)."""
+    return all(value and not _ODD_PATTERN.search(value) for value in values)
 
 
 def dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     """A unified dictionary column as ``(distinct values as a numpy unicode array, code of each row)``:
     one Python string per distinct id only."""
     uniques = np.asarray(_dictionary(column).to_pylist(), dtype=str)
-    codes = np.concatenate([chunk.indices.to_numpy() for chunk in column.chunks])
+    codes = np.concatenate([arrow_numpy(chunk.indices) for chunk in column.chunks])
     return uniques, codes
 
 
@@ -184,8 +193,11 @@ class _LineBlocks:
         self._last = b""
 
     def _check(self, data: bytes) -> None:
-        self.cr += data.count(b"\r")
-        self.crlf += data.count(b"\r\n") + (self._last == b"\r" and data[:1] == b"\n")
+        cr = data.count(b"\r")
+        if cr:                              # most files have none: no second pass for "\r\n"
+            self.cr += cr
+            self.crlf += data.count(b"\r\n")
+        self.crlf += self._last == b"\r" and data[:1] == b"\n"
         self._last = data[-1:]
 
     def __iter__(self) -> Iterator[pa.Buffer]:
@@ -238,7 +250,9 @@ def read_run_columns(path: Path, block_size: int = 1 << 24) -> RunColumns | None
 
     The file goes through pyarrow's CSV reader block by block (``block_size`` bytes of whole lines,
     read on this thread: see :class:`_LineBlocks`) and only the ids' codes and the scores are kept:
-    peak memory is a few bytes per line plus one block, never the whole text.
+    peak memory is a few bytes per line plus one block, never the whole text.  Query ids, Q0 and tag
+    are dictionary-encoded as they are parsed (few distinct values); document ids are kept as strings
+    and encoded at the end by :func:`_doc_column`.
     """
     opened = _open_with_head(path)
     if opened is None:
@@ -251,50 +265,96 @@ def read_run_columns(path: Path, block_size: int = 1 << 24) -> RunColumns | None
         if delimiter is None:
             return None
         blocks = _LineBlocks(source, head, block_size)
-        types = {"qid": pa.string(), "q0": pa.string(), "docid": pa.string(), "rank": pa.int64(),
-                 "score": pa.float64(), "tag": pa.string()}
+        types = {"qid": _TEXT, "q0": _TEXT, "docid": pa.string(), "rank": pa.int64(), "score": pa.float64(),
+                 "tag": _TEXT}
         query_chunks: list[pa.Array] = []
         doc_chunks: list[pa.Array] = []
         score_chunks: list[np.ndarray] = []
-        other: dict[str, set[str]] = {"q0": set(), "tag": set()}
+        other: set[str] = set()             # the distinct Q0 and tag fields
         last_tag = ""
         options = {"read_options": _read_options(RUN_COLUMNS, 1 << 20), "parse_options": _parse_options(delimiter),
                    "convert_options": _convert_options(types)}
         try:
             for block in blocks:
-                # One block at a time, parsed in parallel 1 MiB pieces; its pieces joined into one batch.
-                table = pacsv.read_csv(pa.BufferReader(block), **options).combine_chunks()
+                # One block at a time, parsed in parallel 1 MiB pieces (one chunk each).
+                table = pacsv.read_csv(pa.BufferReader(block), **options)
                 del block
                 if not table.num_rows:
                     continue
-                query_chunks.append(pc.dictionary_encode(table.column(0).chunk(0)))
-                doc_chunks.append(table.column(2).chunk(0))
-                score_chunks.append(table.column(4).chunk(0).to_numpy())
-                for name, index in (("q0", 1), ("tag", 5)):
-                    other[name].update(pc.unique(table.column(index)).to_pylist())
+                query_chunks.extend(table.column(0).chunks)
+                doc_chunks.extend(table.column(2).chunks)
+                score_chunks.append(arrow_numpy(table.column(4)))
+                for index in (1, 5):
+                    for chunk in table.column(index).chunks:
+                        other.update(chunk.dictionary.to_pylist())
                 last_tag = table.column(5)[-1].as_py()
+                del table
         except (pa.ArrowException, ValueError, OSError):
             return None
-    if not doc_chunks or not blocks.plain_lines:
-        return None
-    if not all(_clean_values(pa.array(sorted(values), type=pa.string())) for values in other.values()):
+    if not doc_chunks or not blocks.plain_lines or not _clean_strings(other):
         return None
     scores = np.concatenate(score_chunks)
     del score_chunks
-    queries = _query_column(pa.chunked_array(query_chunks).unify_dictionaries())
+    queries = _query_column(pa.chunked_array(query_chunks, type=_TEXT).unify_dictionaries())
     del query_chunks
-    docs_encoded = pc.dictionary_encode(pa.chunked_array(doc_chunks))
-    del doc_chunks
     if queries is None:
         return None
-    doc_vocab = docs_encoded.chunk(0).dictionary
-    if not _clean_values(doc_vocab):
+    docs = _doc_column(doc_chunks)
+    if docs is None:
         return None
-    codes = np.concatenate([chunk.indices.to_numpy() for chunk in docs_encoded.chunks])
-    del docs_encoded
-    docs = IdColumn(np.asarray(doc_vocab.to_pylist(), dtype=str), narrow_codes(codes, len(doc_vocab)),
-                    sorted=False, arrow=doc_vocab)
     return RunColumns(queries, docs, scores, last_tag)
+
+
+def _doc_column(chunks: list[pa.Array]) -> IdColumn | None:
+    """Document ids (string arrays, which it consumes) as an :class:`IdColumn`; None when one is not clean.
+
+    Printable ASCII ids (the usual ones; checked on the bytes themselves, no regex) are encoded by
+    :func:`~harness.data.ids.encode_utf8_chunks` straight from the arrays' buffers: a sorted vocabulary
+    (so tied rows need no sort of the vocabulary either) and no hash table probed once a row.  Other
+    ids, or ids it cannot pack, are dictionary-encoded by pyarrow and their distinct values checked."""
+    buffers = _utf8_buffers(chunks)
+    if buffers is not None and _printable_ascii(buffers):
+        docs = encode_utf8_chunks(buffers)
+        del buffers
+        if docs is not None:
+            chunks.clear()
+            return docs
+    del buffers
+    encoded = pc.dictionary_encode(pa.chunked_array(chunks, type=pa.string()))
+    chunks.clear()
+    vocab = encoded.chunk(0).dictionary
+    if not _clean_values(vocab):
+        return None
+    codes = np.concatenate([arrow_numpy(chunk.indices) for chunk in encoded.chunks])
+    del encoded
+    return IdColumn(np.asarray(vocab.to_pylist(), dtype=str), narrow_codes(codes, len(vocab)), sorted=False,
+                    arrow=vocab)
+
+
+def _utf8_buffers(chunks: Sequence[pa.Array]) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """``(data bytes, offsets)`` of each string array, as numpy views of its buffers (no copy); None
+    when one has nulls (the CSV reader makes none) or is not a plain ``string`` array."""
+    out = []
+    for chunk in chunks:
+        if chunk.type != pa.string() or chunk.null_count:
+            return None
+        _, offsets, data = chunk.buffers()
+        if offsets is None:
+            return None
+        out.append((np.frombuffer(data, dtype=np.uint8) if data is not None and data.size else
+                    np.zeros(0, dtype=np.uint8),
+                    np.frombuffer(offsets, dtype=np.int32)[chunk.offset:chunk.offset + len(chunk) + 1]))
+    return out
+
+
+def _printable_ascii(buffers: Sequence[tuple[np.ndarray, np.ndarray]]) -> bool:
+    """Every byte of every id is printable ASCII other than the space (``!`` to ``~``): clean ids, as
+    :func:`_clean_values` would find them, bar the empty id (which the encoder refuses)."""
+    for data, offsets in buffers:
+        used = data[int(offsets[0]):int(offsets[-1])] if len(offsets) else data[:0]
+        if len(used) and (int(used.min()) <= 0x20 or int(used.max()) >= 0x7f):
+            return False
+    return True
 
 
 def _query_column(column: pa.ChunkedArray) -> IdColumn | None:
@@ -306,7 +366,7 @@ def _query_column(column: pa.ChunkedArray) -> IdColumn | None:
     order = np.argsort(uniques, kind="stable")
     rank = np.empty(len(order), dtype=np.int32)
     rank[order] = np.arange(len(order), dtype=np.int32)
-    codes = np.concatenate([rank[chunk.indices.to_numpy()] for chunk in column.chunks])
+    codes = np.concatenate([rank[arrow_numpy(chunk.indices)] for chunk in column.chunks])
     return IdColumn(uniques[order], codes, sorted=True)
 
 
@@ -339,4 +399,4 @@ def read_qrels_columns(path: Path, fmt: str = "auto") -> Columns | None:
     del data
     if table is None or not all(_clean(table.column(name)) for name in texts):
         return None
-    return Columns(table.column("qid"), table.column("docid"), table.column("rel").to_numpy())
+    return Columns(table.column("qid"), table.column("docid"), arrow_numpy(table.column("rel")))

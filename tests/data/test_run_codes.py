@@ -131,3 +131,62 @@ def test_judged_rows_give_the_values_of_the_full_join(tmp_path, seed, threshold,
     b = evaluate(qrels, plain, metrics, relevance_threshold=threshold, complete=complete, exclude_self=True)
     assert a.aggregate == b.aggregate
     assert a.options["num_self_hits_removed"] == b.options["num_self_hits_removed"] == 20
+
+
+def _arrow_chunks(ids: list[str], cuts: list[int]):
+    """``ids`` as pyarrow string arrays cut at ``cuts``, each a slice of a bigger array (so its offsets do
+    not start at 0 and its data holds other ids' bytes on both sides), and their ``(data, offsets)``."""
+    pa = pytest.importorskip("pyarrow")
+    from harness.data.trec_fast import _utf8_buffers
+
+    padded = pa.array(["zz-before", *ids, "after-zz"], type=pa.string())
+    bounds = [0, *cuts, len(ids)]
+    chunks = [padded.slice(1 + a, b - a) for a, b in zip(bounds[:-1], bounds[1:])]
+    buffers = _utf8_buffers(chunks)
+    assert buffers is not None
+    return buffers
+
+
+@pytest.mark.parametrize("ids, cuts", [
+    ([f"doc{n}" for n in np.random.default_rng(5).integers(0, 100_000, 3_000).tolist()], [1, 700, 701, 2999]),
+    (["d1", "d10", "d100", "D1", "d2", "é1", "e1", "ž", "z", "日本", "日", "😀", "a😀", "é1"], [5]),   # UTF-8
+    (["x", "x", "x"], []),
+    ([f"{chr(33 + i % 90)}{'~' * (i % 13)}{i % 7}" for i in range(900)], [450]),   # wide bytes: ranks of the bytes
+])
+def test_encode_utf8_chunks_equals_encode_strings(ids, cuts):
+    from harness.data.ids import encode_strings, encode_utf8_chunks
+
+    column = encode_utf8_chunks(_arrow_chunks(ids, cuts))
+    reference = encode_strings([ids], len(ids))
+    assert column is not None and reference is not None and column.sorted
+    assert column.vocab.dtype == reference.vocab.dtype
+    assert column.vocab.tolist() == reference.vocab.tolist() == sorted(set(ids))
+    assert column.codes is not None and reference.codes is not None
+    assert column.codes.tolist() == reference.codes.tolist()
+    assert column.values().tolist() == ids
+
+
+def test_encode_utf8_chunks_declines_what_it_cannot_pack():
+    from harness.data.ids import encode_utf8_chunks
+
+    assert encode_utf8_chunks(_arrow_chunks(["a", "", "b"], [])) is None          # an empty id
+    assert encode_utf8_chunks(_arrow_chunks(["a\0b", "a"], [1])) is None          # a NUL inside an id
+    rng = np.random.default_rng(2)
+    varied = ["".join(row) for row in rng.choice(list("0123456789abcdef"), (400, 20)).tolist()]
+    assert encode_utf8_chunks(_arrow_chunks(varied, [100])) is None               # 80 bits of key
+    empty = encode_utf8_chunks([])
+    assert empty is not None and len(empty) == 0
+
+
+def test_run_reader_encodes_ascii_doc_ids_sorted_and_others_through_pyarrow(tmp_path):
+    text = _random_run_text(np.random.default_rng(4))
+    ascii_path, other_path = tmp_path / "a.trec", tmp_path / "b.trec"
+    ascii_path.write_text(text)
+    other_path.write_text(text.replace(" d1 ", " dé "), encoding="utf-8")
+    for path, sorted_vocab in ((ascii_path, True), (other_path, False)):
+        columns = read_run_columns(path, block_size=512)
+        assert columns is not None and columns.docs.sorted is sorted_vocab
+        fast, slow = read_run(path), read_run_lines(path)
+        np.testing.assert_array_equal(fast.query_ids, slow.query_ids)
+        np.testing.assert_array_equal(fast.doc_ids, slow.doc_ids)
+        np.testing.assert_array_equal(fast.scores, slow.scores)

@@ -156,3 +156,31 @@ def test_qrels_fallbacks_and_errors(tmp_path):
     with pytest.raises(InputError, match="first on line 1") as error:
         read_qrels(dup)
     assert error.value.line == 3
+
+
+_NO_PANDAS = """
+import contextlib, io, json, sys
+from harness.cli import main
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    rc = main(["evaluate", "--qrels", sys.argv[1], "--run", sys.argv[2], "--per-query"])
+print(json.dumps({"rc": rc, "pandas": "pandas" in sys.modules, "pyarrow": "pyarrow" in sys.modules,
+                  "ndcg": json.loads(out.getvalue())["aggregate"]["ndcg@10"]}))
+"""
+
+
+def test_evaluate_from_files_imports_no_pandas(tmp_path):
+    """pyarrow imports pandas (half a second of CPU) when it converts a Python value or an array to
+    numpy through its own API; the readers avoid both, so ``harness evaluate`` never loads pandas."""
+    import json
+    import subprocess
+    import sys
+
+    run = _write(tmp_path / "run.trec", TRICKY_RUN.replace(" é ", " e ").replace(" 文書 ", " w "))
+    qrels = _write(tmp_path / "qrels.txt", "q1 0 d3 1\nq1 0 d9 2\nq2 0 z 1\nq3 0 y 1\n")
+    out = subprocess.run([sys.executable, "-c", _NO_PANDAS, str(qrels), str(run)], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["rc"] == 0 and report["pyarrow"]                 # the fast readers ran
+    assert not report["pandas"]
+    assert report["ndcg"] > 0
