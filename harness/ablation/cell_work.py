@@ -99,19 +99,28 @@ def _evaluate_claimed(state: SuiteState, cell: EvalCell, out: Path, ckpt: Checkp
     settings = tc.evaluation
     sparse = {k: settings[k] for k in ("sparse_backend", "quantization") if k in settings}
     encoding = encoding_kwargs(settings.get("encoding") or {})
+    # the variant's own prompts win over the card's (and those over the registry's): harness.pipeline.build_encoder
+    # applies a card's prompt only where the encoder's keywords leave it unset
+    prompts = dict(settings.get("prompts") or {})
     if tc.trains:
         ckpt = ckpt or _trained(state, tc)
         if cell.step is not None:
             ckpt = checkpoint_at(state, tc, ckpt, cell.step)
         method = get_method(tc.method)
         encoder = method.encoder(ckpt)
-        if encoding and getattr(encoder, "kind", "dense") == "dense":
-            encoder = method.encoder(ckpt, **encoding)
+        if (encoding or prompts) and getattr(encoder, "kind", "dense") == "dense":
+            encoder = method.encoder(ckpt, **encoding, **prompts)
+        elif prompts:
+            raise ConfigError(f"variant {tc.variant.id!r}: 'prompts' sets a dense encoder's prompts; "
+                              f"{cell.id} is a {getattr(encoder, 'kind', '?')} model")
         spec = ModelSpec(cell.id, encoder=encoder, **sparse)
     else:
         spec = ModelSpec(tc.model, **sparse)
-        if encoding and not (spec.is_lexical or spec.is_sparse):
-            spec.overrides = encoding
+        if (encoding or prompts) and not (spec.is_lexical or spec.is_sparse):
+            spec.overrides = {**encoding, **prompts}
+        elif prompts:
+            raise ConfigError(f"variant {tc.variant.id!r}: 'prompts' sets a dense encoder's prompts; {tc.model!r} "
+                              "is not a dense model")
     loaded = state.benchmark(cell.benchmark.id)
     log.info("evaluating %s on %s", cell.id, cell.benchmark.id)
     record: dict[str, Any] = {"suite": state.suite.name, "scale": state.scale, "variant": tc.variant.id,

@@ -97,11 +97,12 @@ def variant_train_overrides(suite: AblationSuite, variant: Variant, scale: str) 
 
 
 def merge_evaluation(*layers: dict[str, Any]) -> dict[str, Any]:
-    """Evaluation settings in precedence order (later wins; ``encoding`` options merged one by one)."""
+    """Evaluation settings in precedence order (later wins; ``encoding`` options and ``prompts`` sides merged one
+    by one)."""
     out: dict[str, Any] = {}
     for layer in layers:
         for key, value in layer.items():
-            out[key] = {**out.get(key, {}), **value} if key == "encoding" else value
+            out[key] = {**out.get(key, {}), **value} if key in ("encoding", "prompts") else value
     return out
 
 

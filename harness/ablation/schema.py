@@ -793,19 +793,38 @@ def _stats_choices(name: str) -> Callable[[], tuple[str, ...]]:
 # How a model is evaluated (not trained): dense encoding options (harness.encoders.hf.encoding_options) and the
 # sparse retrieval backend and impact quantisation (harness.retrieval.sparse.check_backend); at scale level they
 # apply to every variant and are recorded in the protocol card, at variant level in the cell's key and manifest.
-EVALUATION_KEYS = ("encoding", "sparse_backend", "quantization")
+# ``prompts`` (a variant's own evaluation prompts, variant level only) wins over the benchmark card's prompts,
+# which win over the model registry's (harness.pipeline.build_encoder): a released checkpoint evaluated as its
+# authors evaluate it under cards that instruct every other row (paper 000 Table 4's mContriever, no prompt).
+EVALUATION_KEYS = ("encoding", "sparse_backend", "quantization", "prompts")
+
+
+@dataclass
+class PromptsEntry(Section):
+    """A variant's evaluation prompts: ``{query: ..., doc: ...}`` (each optional; "" evaluates without one)."""
+
+    query: str | None = setting()
+    doc: str | None = setting()
+
+    def given(self) -> dict[str, str]:
+        """``{query_prompt | doc_prompt: text}`` of the sides given (the encoder's keyword names)."""
+        return {f"{side}_prompt": text for side in ("query", "doc") if (text := getattr(self, side)) is not None}
 
 
 class Evaluation(Section):
-    """A section with the evaluation settings (EVALUATION_KEYS, declared last in each section)."""
+    """A section with the evaluation settings (EVALUATION_KEYS, declared last in each section; a scale has no
+    ``prompts``: a scale's prompts are its benchmarks' cards)."""
 
     encoding: dict[str, Any] | None
     sparse_backend: str | None
     quantization: str | None
 
     def evaluation(self) -> dict[str, Any]:
-        """The settings given and valid, as written."""
-        return {k: getattr(self, k) for k in EVALUATION_KEYS if getattr(self, k) is not None}
+        """The settings given and valid, as written (``prompts`` as ``{query_prompt, doc_prompt}``)."""
+        out = {k: v for k in EVALUATION_KEYS if (v := getattr(self, k, None)) is not None}
+        if isinstance(out.get("prompts"), PromptsEntry):
+            out["prompts"] = out["prompts"].given()
+        return out
 
 
 @dataclass
@@ -820,6 +839,7 @@ class VariantScaleEntry(Evaluation):
     encoding: dict[str, Any] | None = setting(read=read_encoding)
     sparse_backend: str | None = setting(what="a name", validate=_check_backend)
     quantization: str | None = setting(what="a name", validate=_check_quantization)
+    prompts: PromptsEntry | None = setting()
 
 
 @dataclass
@@ -841,6 +861,7 @@ class VariantEntry(Evaluation):
     encoding: dict[str, Any] | None = setting(read=read_encoding)
     sparse_backend: str | None = setting(what="a name", validate=_check_backend)
     quantization: str | None = setting(what="a name", validate=_check_quantization)
+    prompts: PromptsEntry | None = setting()
 
 
 @dataclass

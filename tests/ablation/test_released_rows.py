@@ -14,7 +14,8 @@ from harness.ablation.resolve import resolve_model as resolve_suite_model
 from harness.cli import main
 from harness.encoders.refs import resolve_model
 
-TDRO = {"me5-large-inst": "intfloat/multilingual-e5-large-instruct", "e5-mistral": "intfloat/e5-mistral-7b-instruct",
+TDRO = {"mcontriever": "facebook/mcontriever-msmarco",
+        "me5-large-inst": "intfloat/multilingual-e5-large-instruct", "e5-mistral": "intfloat/e5-mistral-7b-instruct",
         "released-llama3-8b-top70": "tdro-llm/s2-tdro-Llama-3-8B-top70",
         "released-qwen0.5b-baseline": "tdro-llm/s0-baseline-Qwen1.5-0.5B",
         "released-qwen0.5b-top70": "tdro-llm/s2-tdro-Qwen1.5-0.5B-top70",
@@ -57,6 +58,10 @@ def test_below_paper_scale_the_rows_share_one_untrained_cell(name, scale, model)
     assert set(cells) == set(ROWS[name])
     assert {c.model for c in cells.values()} == {resolve_suite_model(model)}
     assert len({c.key for c in cells.values()}) == 1                            # evaluated once for all rows
+    # the smoke scale runs the paper recipe: tdro's mContriever keeps its own prompts (none) there, so its
+    # evaluation has a key of its own while its (untrained) training cell is the shared one
+    own = {v for v, c in cells.items() if c.variant_evaluation}
+    assert own == ({"mcontriever"} if (name, scale) == ("tdro", "smoke") else set())
 
 
 def test_mining_smoke_keeps_the_retrievers_stand_in_for_me5():
@@ -105,7 +110,8 @@ def test_mining_paper_dry_run_lists_the_rows_with_no_setting_on_a_harness_defaul
 @pytest.mark.parametrize("name,layout,rows,printed", [
     ("mining", "table1", list(MINING), "Printed in paper 004, Table 1"),
     ("mining", "table14", list(MINING), "Printed in paper 004, Table 14"),
-    ("tdro", "table4", ["me5-large-inst", "e5-mistral", "released-llama3-8b-top70"], "Printed in paper 000 (Tab. 4)"),
+    ("tdro", "table4", ["mcontriever", "me5-large-inst", "e5-mistral", "released-llama3-8b-top70"],
+     "Printed in paper 000 (Tab. 4)"),
 ])
 def test_paper_layouts_show_the_rows_beside_the_printed_ones(tmp_path, name, layout, rows, printed):
     """On a finished run written as the runner writes it, each released row's cells are its own per-query means
