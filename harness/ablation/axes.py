@@ -153,9 +153,11 @@ def keep_checkpoints(spec: Any, checkpoints: Checkpoints | None) -> Any:
         return spec
     import math
 
-    every = math.gcd(*steps)
+    # step 0 (the model before training: a learning curve's start) is its own save, not a multiple of save_every
+    every = math.gcd(*(s for s in steps if s > 0)) if any(s > 0 for s in steps) else spec.save_every
     # every save the run can make, episodes included, stays: at most one per step plus the final one
-    return spec.replace(save_every=every, keep_checkpoints=max(spec.keep_checkpoints, spec.steps + 1))
+    return spec.replace(save_every=every, save_initial=spec.save_initial or 0 in steps,
+                        keep_checkpoints=max(spec.keep_checkpoints, spec.steps + 1))
 
 
 def replicate_table(table: Any, replicated: dict[str, dict[str, list[Any]]], metrics: list[str],

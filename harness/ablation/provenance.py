@@ -25,7 +25,7 @@ from harness.train.spec import TrainSpec
 from harness.train.stages import Stage
 
 # TrainSpec fields that are not settings of a system (set from elsewhere, or shown as their own setting)
-_NOT_SHOWN = ("model", "method_options", "save_every", "keep_checkpoints", "limits")
+_NOT_SHOWN = ("model", "method_options", "save_every", "save_initial", "keep_checkpoints", "limits")
 
 
 @dataclass(frozen=True)

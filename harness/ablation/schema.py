@@ -666,7 +666,7 @@ class EveryEntry(Section):
 
 
 def read_checkpoints(value: Any, keypath: KeyPath, reader: SchemaReader) -> Checkpoints | None:
-    """``checkpoints: [20, 40]`` or ``checkpoints: {every: 20}`` (positive steps)."""
+    """``checkpoints: [20, 40]`` or ``checkpoints: {every: 20}`` (steps >= 0; step 0 is the model before training)."""
     if isinstance(value, dict):
         every = reader.section(EveryEntry, value, keypath)
         if every is None or every.every is None:
@@ -674,9 +674,9 @@ def read_checkpoints(value: Any, keypath: KeyPath, reader: SchemaReader) -> Chec
             return None
         return Checkpoints(every=every.every)
     steps = reader.read(list[Any], value, keypath)
-    bad = [x for x in steps if isinstance(x, bool) or not isinstance(x, int) or x < 1]
+    bad = [x for x in steps if isinstance(x, bool) or not isinstance(x, int) or x < 0]
     if bad:
-        reader.problem(keypath, f"checkpoint steps are positive integers, got {show(bad[0])}")
+        reader.problem(keypath, f"checkpoint steps are non-negative integers, got {show(bad[0])}")
         return None
     return Checkpoints(steps=tuple(sorted(set(int(x) for x in steps)))) if steps else None
 

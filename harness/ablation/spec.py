@@ -55,7 +55,8 @@ Axes (one declared variant becomes several cells; :mod:`harness.ablation.axes`):
 * ``checkpoints: [20, 40]`` or ``checkpoints: {every: 20}`` on a variant (or a variant's
   scale): the run keeps the checkpoints of those steps (``save_every``, nothing pruned;
   neither changes the cell's key) and each is evaluated as ``<cell>@step=<n>`` without
-  retraining; the ``curve`` layout kind draws the learning curves.  A run that already
+  retraining (step 0: the model before the first step, e.g. the stage the run starts from;
+  ``save_initial``); the ``curve`` layout kind draws the learning curves.  A run that already
   finished without them is refused with the folder to delete.
 
 A swept baseline's first value is the baseline row.  ``harness run`` writes, for a suite

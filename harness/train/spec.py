@@ -74,7 +74,8 @@ class TrainSpec:
         ``gradient_checkpointing``, ``gradcache_chunk_size`` (None = no gradient cache),
         ``lora`` (None = full fine-tuning).
     Bookkeeping
-        ``steps``, ``seed``, ``save_every`` (0 = only at the end), ``keep_checkpoints``,
+        ``steps``, ``seed``, ``save_every`` (0 = only at the end), ``save_initial`` (also a checkpoint of
+        step 0, the model before any training step: the start of a learning curve), ``keep_checkpoints``,
         ``log_every``, ``tensorboard``, ``progress``; ``method_options`` for the method.
     Smoke runs
         ``limits`` (None: none): caps on ``steps``, ``batch_size``, ``query_max_length`` and
@@ -124,6 +125,7 @@ class TrainSpec:
 
     seed: int = 42
     save_every: int = 0
+    save_initial: bool = False
     keep_checkpoints: int = 2
     log_every: int = 1
     tensorboard: bool = False
@@ -132,7 +134,7 @@ class TrainSpec:
     limits: dict[str, int] | None = None
 
     # Fields that do not change the trained weights (excluded from the hash).
-    NON_RESULT_FIELDS = ("save_every", "keep_checkpoints", "log_every", "tensorboard", "progress")
+    NON_RESULT_FIELDS = ("save_every", "save_initial", "keep_checkpoints", "log_every", "tensorboard", "progress")
 
     def __post_init__(self) -> None:
         # Types first: a string where a number belongs would otherwise surface as a TypeError

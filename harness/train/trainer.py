@@ -185,6 +185,10 @@ class Trainer:
         ckpt = latest_checkpoint(self.workdir)
         if ckpt is not None:
             start = self._resume(ckpt)
+        elif spec.save_initial:
+            # step 0: the model before any step (e.g. the warm-up stage's it starts from), before a step-0 episode
+            # runs, so the checkpoint is the curve's first point and a kill during that episode resumes here
+            self._save(0)
         logger = TrainLogger(self.workdir, enabled=self.acc.is_main_process, resume_step=start,
                              total_steps=spec.steps, tensorboard=spec.tensorboard, progress=spec.progress)
         started = time.time()

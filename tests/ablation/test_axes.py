@@ -92,7 +92,7 @@ def test_checkpoints_steps_and_every():
     ({"sweep": {"param": "train.lr", "values": [1], "colour": 2}}, "unknown key 'colour'"),
     ({"seeds": [1, 1]}, "seeds must be distinct"),
     ({"seeds": [-1]}, "non-negative integers"),
-    ({"checkpoints": [0, 4]}, "positive integers"),
+    ({"checkpoints": [-1, 4]}, "non-negative integers"),
     ({"checkpoints": {"each": 4}}, "unknown key 'each'"),
     ({"sweep": {"param": "train.seed", "values": [1, 2]}, "seeds": [3]}, "sweeps train.seed and sets 'seeds'"),
 ])
@@ -137,6 +137,13 @@ def test_cells_sweep_seed_and_checkpoints_reach_the_spec_but_checkpoints_not_the
     plain_cells = {c.variant.id: c for c in expand_train_cells(plain, "tiny", load_data=False)}
     assert plain_cells["axis@temperature=0.1@seed=2"].key == cell.key
     assert plain_cells["axis@temperature=0.1@seed=2"].steps == []
+    # step 0 (the model before training) is its own save: save_every stays the gcd of the later steps
+    zero = {c.variant.id: c for c in expand_train_cells(_with_variant({"checkpoints": [0, 4, 12]}), "tiny",
+                                                        load_data=False)}["axis"]
+    assert (zero.steps, zero.train_spec.save_every, zero.train_spec.save_initial) == ([0, 4, 12], 4, True)
+    assert zero.key == {c.variant.id: c for c in expand_train_cells(_with_variant({}), "tiny",
+                                                                    load_data=False)}["axis"].key
+    assert not spec.save_initial
     # the variant without axes keeps its key and its seed
     base = {c.variant.id: c for c in expand_train_cells(_suite(), "tiny", load_data=False)}
     assert base["uniform"].key == cells["uniform"].key and cells["uniform"].train_spec.seed == 7

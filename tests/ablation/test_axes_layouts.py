@@ -144,6 +144,11 @@ def test_curve_table_and_figure_read_the_checkpoints(tmp_path):
     assert [list(ln.get_xdata()) for ln in lines] == [[5.0, 10.0], [5.0, 10.0]]
     final = [_value(f"u@lr=0.1@seed={s}", "one") for s in (1, 2)]
     assert lines[0].get_ydata()[1] == pytest.approx(np.mean(final) * 100)
+    # the points may carry names (a paper's Epi-2, Epi-3 ...), in step order, the finished run last
+    named = _suite({"c": {**layout, "options": {"labels": ["Epi-2", "Epi-3"]}}})
+    assert [r.label for r in render_layout(named, "tiny", root, "c").rows][:2] == ["Epi-2 (step 5)", "Epi-3 (step 10)"]
+    with pytest.raises(ConfigError, match="1 labels for the 2 points"):
+        render_layout(_suite({"c": {**layout, "options": {"labels": ["Epi-2"]}}}), "tiny", root, "c")
 
 
 def test_breakdown_rows_are_benchmarks_grouped_with_best_per_row(tmp_path):
@@ -172,6 +177,9 @@ def test_layout_options_are_checked():
         load_layout(_suite({"s": {**SWEEP, "options": {"variants": ["bm25"]}}}), "tiny", "s")
     with pytest.raises(ConfigError, match="reference must be one of first, baseline"):
         load_layout(_suite({"s": {**SWEEP, "options": {"reference": "last"}}}), "tiny", "s")
+    with pytest.raises(ConfigError, match="'labels' must be a non-empty list"):
+        load_layout(_suite({"c": {"kind": "curve", "columns": SWEEP["columns"], "options": {"labels": "Epi"}}}),
+                    "tiny", "c")
     with pytest.raises(ConfigError, match="no 'checkpoints'"):
         load_layout(_suite({"c": {"kind": "curve", "columns": SWEEP["columns"], "options": {"variants": ["bm25"]}}}),
                     "tiny", "c")

@@ -21,7 +21,7 @@ PAPER_SUITES = ("tdro", "peg", "coco_dr", "splade", "mining")
 CAPPED = {"model", "steps", "warmup_steps", "batch_size", "grad_accum", "query_max_length", "doc_max_length",
           "limits", "method_options",
           # intermediate checkpoints are not borrowed by a smoke scale (spec._borrow_recipes): their saving follows
-          "save_every", "keep_checkpoints"}
+          "save_every", "save_initial", "keep_checkpoints"}
 
 
 def _specs(suite, scale: str) -> dict[str, TrainSpec]:

@@ -152,8 +152,10 @@ def test_episode_curves_and_layouts_at_both_paper_scales():
     episodes = load_layout(suite, "paper", "episodes")
     assert episodes.kind == "curve" and [c.benchmark for c in episodes.columns][:2] == ["trec-covid", "scifact"]
     checkpoints = {v.id: suite.checkpoints_for(v, "paper") for v in suite.variants}
-    assert checkpoints["coco-idro"].steps == (45000, 90000)
-    assert suite.checkpoints_for(suite.variants[3], "paper-large").steps == (30000, 60000)
+    # Epi-1 (step 0: the warm-up stage's model), Epi-2 and Epi-3; the finished run is Epi-4
+    assert checkpoints["coco-idro"].steps == (0, 45000, 90000)
+    assert suite.checkpoints_for(suite.variants[3], "paper-large").steps == (0, 30000, 60000)
+    assert episodes.options["labels"] == ["Epi-1", "Epi-2", "Epi-3", "Epi-4"]
 
 
 def test_figure3_grid_reuses_coco_dr_stages_and_passes_strict_provenance():

@@ -91,7 +91,8 @@ def test_rows_cells_and_one_shared_coco_run(scale):
         if not large:        # Table 2's Condenser column: no COCO; warm-up and episodes from Condenser
             (cwarm,) = get_method("dro-erm").stages(cells["condenser"].spec)
             assert cells["condenser"].spec.model == cwarm.spec.model == "Luyu/condenser"
-            other = ("model", "save_every", "keep_checkpoints")       # not in a key; the baseline saves episodes
+            # not in a key; the baseline saves episodes
+            other = ("model", "save_every", "save_initial", "keep_checkpoints")
             assert {k: v for k, v in vars(cells["condenser"].spec).items() if k not in other} == \
                 {k: v for k, v in vars(base).items() if k not in other}
 
@@ -117,7 +118,7 @@ def test_paper_dry_runs_print_the_plan_with_gpu_hours(tmp_path, capsys, monkeypa
     assert "model=Luyu/condenser steps=135000 batch=512" in condenser
     baseline = next(line for line in lines if line.strip().startswith("baseline "))
     assert "model=Luyu/co-condenser-marco steps=135000 batch=512" in baseline and "GPU-h" in baseline
-    assert "checkpoints=45000,90000" in baseline and "lengths=64/256" in baseline
+    assert "checkpoints=0,45000,90000" in baseline and "lengths=64/256" in baseline
     base = gpu_hours(out)
     assert 100 < base < 400
     assert main(["run", "coco_dr", "--scale", "paper-large", "--dry-run", "--results-root", str(tmp_path)]) == 0

@@ -10,6 +10,9 @@ In a suite file::
           kind: curve
           columns: [{benchmark: Avg, metric: ndcg@10}]
           options: {variants: [uniform]}       # default: every variant with checkpoints
+          # optional: names of the points in step order, the finished run last (e.g. a paper's
+          # Epi-1 .. Epi-4 for checkpoints [0, 45000, 90000] and the finished run)
+          # options: {labels: [Epi-1, Epi-2, Epi-3, Epi-4]}
 
 The figure has one panel per column: the metric against the training step (every kept
 checkpoint and the finished run), one line per system (each sweep point of a swept variant
@@ -30,7 +33,7 @@ from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError
 from reports.table import Column, Row, Table
 
-OPTIONS = ("variants", "level")
+OPTIONS = ("variants", "level", "labels")
 
 
 def curve_variants(suite: AblationSuite, scale: str, layout: TableLayout) -> list[str]:
@@ -47,6 +50,11 @@ class CurveLayout(LayoutKind):
 
     def check(self, layout: TableLayout, suite: AblationSuite, scale: str) -> None:
         _check_options(layout, suite, OPTIONS)
+        labels = layout.options.get("labels")
+        if labels is not None and (not isinstance(labels, list) or not labels
+                                   or not all(isinstance(x, str) and x for x in labels)):
+            raise ConfigError(f"layout {layout.name!r}: 'labels' must be a non-empty list of point names "
+                              f"(step order, the finished run last), got {labels!r}")
         variants = curve_variants(suite, scale, layout)
         if not variants:
             raise ConfigError(f"layout {layout.name!r}: no variant of suite {suite.name!r} has 'checkpoints' at "
@@ -74,6 +82,17 @@ def curve_points(finished: FinishedSuite, system: System) -> list[tuple[int, int
     return [(s, s) for s in steps] + [(int(final), None)]
 
 
+def point_labels(layout: TableLayout, points: list[tuple[int, int | None]], system: System) -> list[str]:
+    """The row label of each point: the layout's ``labels`` in step order, else ``step N`` (``(final)``)."""
+    names = layout.options.get("labels")
+    if names is None:
+        return [f"step {step}" + ("" if checkpoint is not None else " (final)") for step, checkpoint in points]
+    if len(names) != len(points):
+        raise ConfigError(f"layout {layout.name!r}: {len(names)} labels for the {len(points)} points of {system.id} "
+                          f"(steps {', '.join(str(s) for s, _ in points)})")
+    return [f"{name} (step {step})" for name, (step, _) in zip(names, points)]
+
+
 def curve_table(suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
     from harness.stats.replicates import REPLICATE_TEST_NOTE  # lazy (start-up speed): imports scipy
     from reports.comparison import metric_label  # lazy (start-up speed): imports scipy
@@ -88,7 +107,8 @@ def curve_table(suite: AblationSuite, scale: str, results_root: str | Path, layo
     replicated = False
     for vid in curve_variants(suite, scale, layout):
         for system in systems_of(suite.variant(vid)):
-            for step, checkpoint in curve_points(finished, system):
+            points = curve_points(finished, system)
+            for label, (_, checkpoint) in zip(point_labels(layout, points, system), points):
                 cells = {}
                 for col in layout.columns:
                     key = f"{col.benchmark}/{col.metric}"
@@ -96,8 +116,7 @@ def curve_table(suite: AblationSuite, scale: str, results_root: str | Path, layo
                     replicated = replicated or len(values) > 1
                     cells[key] = value_cell(mean, sd, 100.0, decimals)
                     means[(len(rows), key)] = mean
-                rows.append(Row(f"step {step}" + ("" if checkpoint is not None else " (final)"), cells,
-                                group=system.label))
+                rows.append(Row(label, cells, group=system.label))
     notes = [f"Scale {scale}; every value is evaluated from the saved checkpoint of that step (no retraining); "
              "no significance tests."]
     if replicated:
