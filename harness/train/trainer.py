@@ -207,7 +207,7 @@ class Trainer:
                     self._episode(step)
                 if step in restarts:
                     # after the checkpoint above (which holds the state before it), so a resumed run clears it again
-                    getattr(self.optimizer, "optimizer", self.optimizer).state.clear()
+                    self._restart_optimizer()
                 record = self._train_step(step)
                 self.step_losses.append(record["loss"])
                 logger.write(record, persist=(step + 1) % spec.log_every == 0 or step + 1 == spec.steps)
@@ -257,6 +257,17 @@ class Trainer:
                                 stages=self.stages, prepared=dict(prepared.values) if prepared is not None else {})
         self.method.configure(self.ctx)
         self.wrapped, self.optimizer = acc.prepare(self.model, optimizer)
+        # the fp16 loss scaler as built, before any step (a restart returns to it); None without one
+        scaler = getattr(acc, "scaler", None)
+        self.fresh_scaler = dict(scaler.state_dict()) if scaler is not None else None
+
+    def _restart_optimizer(self) -> None:
+        """Start the optimizer afresh (``Method.optimizer_restarts``): its state cleared and the fp16 loss scaler
+        back to its initial scale and growth tracker, as a new training process has (each round of OpenMatch/
+        COCO-DR's ANCE/drivers/run_ann.py is one: apex ``amp.initialize`` builds a new dynamic loss scaler)."""
+        getattr(self.optimizer, "optimizer", self.optimizer).state.clear()
+        if self.fresh_scaler is not None:
+            self.acc.scaler.load_state_dict(self.fresh_scaler)
 
     def _train_step(self, step: int) -> dict[str, Any]:
         """One optimizer step (``grad_accum`` micro-batches); returns the log record."""

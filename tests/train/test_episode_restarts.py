@@ -139,3 +139,65 @@ def test_restart_episodes_start_the_cluster_weights_afresh(name, tmp_path):
     assert method.weights.tolist() == [1.0, 1.0, 1.0] and method.weights is not fresh
     if name == "groupdro":
         assert method.ema_losses.tolist() == [0.0] * 3 and method.ema_counts.tolist() == [1.0] * 3
+
+
+def _latest_name(workdir) -> str:
+    from harness.train.checkpoint import latest_checkpoint
+
+    return latest_checkpoint(workdir).name
+
+
+def _scaled_accelerator():
+    """A CPU accelerator with a loss scaler that doubles its scale after every step without overflow (init 1024,
+    growth interval 1), so a carried-over scale and a fresh one differ after a few steps."""
+    from accelerate import Accelerator
+
+    acc = Accelerator(cpu=True)
+    acc.scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=1)
+    return acc
+
+
+def test_restart_resets_the_fp16_loss_scaler(tiny_model_nodrop, tmp_path):
+    """Each round of the released driver is a new process whose apex amp.initialize builds a new dynamic loss
+    scaler (ANCE/drivers/run_ann.py): at an episode restart the scaler returns to its initial scale and growth
+    tracker; the checkpoint before the restart keeps the grown scale, so a resumed run resets it again."""
+    from harness.train.trainer import Trainer
+    from methods.idro import IDRO
+
+    def scaler_state(run: str, step: int) -> dict:
+        path = tmp_path / run / "checkpoints" / f"step-{step:08d}" / "trainer_state.pt"
+        return torch.load(path, weights_only=True)["scaler"]
+
+    spec, data = idro_spec(tiny_model_nodrop), make_data()
+    Trainer(spec, data, tmp_path / "straight", method=IDRO(), accelerator=_scaled_accelerator()).run()
+    fresh = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=1).state_dict()
+    # restarts at steps 3 and 6: the checkpoints before them hold the 3 doublings of their episode's steps, the
+    # one after step 4 a single one (a fresh scaler's init scale, doubled once); the run's end, one step after
+    # the restart at 6, the same
+    assert scaler_state("straight", 3)["scale"] == 1024.0 * 2 ** 3
+    assert scaler_state("straight", 4)["scale"] == fresh["scale"] * 2
+    assert scaler_state("straight", 6)["scale"] == fresh["scale"] * 2 ** 3
+    assert scaler_state("straight", 7)["scale"] == fresh["scale"] * 2
+
+    # single mode (one schedule over the run, no restarts): the scale keeps growing, 7 doublings at the end
+    single = idro_spec(tiny_model_nodrop, episode_lr="single")
+    Trainer(single, data, tmp_path / "single", method=IDRO(), accelerator=_scaled_accelerator()).run()
+    assert scaler_state("single", 7)["scale"] == 1024.0 * 2 ** 7
+
+    # killed during the third episode, resumed from the checkpoint before it (grown scale): reset again, same run
+    class KillInEpisode3(IDRO):
+        name = IDRO.name
+
+        def run_episode(self, ctx, directory):
+            super().run_episode(ctx, directory)
+            if ctx.step == 6:
+                raise Killed("killed during the episode before step 6")
+
+    with pytest.raises(Killed):
+        Trainer(spec, data, tmp_path / "killed", method=KillInEpisode3(), accelerator=_scaled_accelerator()).run()
+    assert _latest_name(tmp_path / "killed") == "step-00000006"
+    Trainer(spec, data, tmp_path / "killed", method=IDRO(), accelerator=_scaled_accelerator()).run()
+    for step in (6, 7):
+        assert scaler_state("killed", step) == scaler_state("straight", step)
+    losses = [[r["loss"] for r in read_log(tmp_path / run / "train_log.jsonl")] for run in ("straight", "killed")]
+    assert losses[0] == losses[1]
