@@ -327,10 +327,10 @@ def _encode_matrix(matrix: list[np.ndarray], count: int, width: int, ascii_only:
     id, 0 past its end), which it consumes."""
     row_bits = max((count - 1).bit_length(), 1)
     columns = [_byte_range_map(column) for column in matrix]
-    bits = sum(need for need, _ in columns)
+    bits = sum(need for need, _, _ in columns)
     if bits + row_bits > _KEY_BITS:         # ranks of the bytes present: fewer bits, one count a column
-        columns = [_byte_rank_map(column) if need else (need, table) for column, (need, table) in zip(matrix, columns)]
-        bits = sum(need for need, _ in columns)
+        columns = [_byte_rank_map(column) if byte_map[0] else byte_map for column, byte_map in zip(matrix, columns)]
+        bits = sum(need for need, _, _ in columns)
     if bits > _KEY_BITS:
         return None
     packed = bits + row_bits <= _KEY_BITS
@@ -381,38 +381,46 @@ def _joined_utf8(groups: Iterable[Iterable[str]]) -> tuple[bytearray, bool] | No
     return out, ascii_only
 
 
-def _byte_range_map(column: np.ndarray) -> tuple[int, np.ndarray]:
-    """``(bits, table)`` mapping a byte column order-preservingly into ``bits`` bits from its range
-    alone (two reductions, no count): the padding 0 to 0 and bytes ``lo..hi`` to ``1..hi-lo+1`` (or
-    ``0..hi-lo`` when no id ends before this position); a constant column needs 0 bits."""
+# How a byte position maps into bits: (bits, table of the 256 byte values, affine).  ``affine`` (range
+# maps) is ``(shift, padded)``: the table is ``byte - shift`` for every byte present, except the padding 0
+# (mapped to 0) when ``padded``, which _pack_key then computes in uint8 arithmetic instead of a table
+# lookup (several times faster: numpy's take converts the uint8 indices to intp first); None for rank maps.
+_ByteMap = tuple[int, np.ndarray, "tuple[int, bool] | None"]
+
+
+def _byte_range_map(column: np.ndarray) -> _ByteMap:
+    """``(bits, table, affine)`` mapping a byte column order-preservingly into ``bits`` bits from its
+    range alone (two reductions, no count): the padding 0 to 0 and bytes ``lo..hi`` to ``1..hi-lo+1``
+    (or ``0..hi-lo`` when no id ends before this position); a constant column needs 0 bits."""
     high, low = int(column.max()), int(column.min())
     table = np.zeros(256, dtype=np.uint32)
     if low == high:
-        return 0, table
+        return 0, table, None
     first = 0 if low else 1
     if not low:
         low = int(column.min(where=column != 0, initial=255))
     table[low:high + 1] = np.arange(first, first + high - low + 1, dtype=np.uint32)
-    return (first + high - low).bit_length(), table
+    return (first + high - low).bit_length(), table, (low - first, bool(first))
 
 
-def _byte_rank_map(column: np.ndarray) -> tuple[int, np.ndarray]:
-    """``(bits, table)`` mapping each byte of ``column`` to its rank among the bytes present."""
+def _byte_rank_map(column: np.ndarray) -> _ByteMap:
+    """``(bits, table, None)`` mapping each byte of ``column`` to its rank among the bytes present."""
     present = np.bincount(column, minlength=256) > 0
-    return (int(np.count_nonzero(present)) - 1).bit_length(), (np.cumsum(present) - 1).astype(np.uint32)
+    return (int(np.count_nonzero(present)) - 1).bit_length(), (np.cumsum(present) - 1).astype(np.uint32), None
 
 
-def _pack_key(matrix: list[np.ndarray], columns: list[tuple[int, np.ndarray]], row_bits: int, count: int) -> np.ndarray:
+def _pack_key(matrix: list[np.ndarray], columns: list[_ByteMap], row_bits: int, count: int) -> np.ndarray:
     """The uint64 key of :func:`encode_strings`: the mapped bytes of ``columns``, first position in the
     highest bits, above ``row_bits`` bits holding the row number.  The mapped bytes are gathered 32
     bits at a time in a uint32 word (half the memory traffic of shifting the uint64 key for each
     position), and the row numbers are added a block at a time (no temporary of the key's size)."""
     key = np.zeros(count, dtype=np.uint64)
-    shift = sum(need for need, _ in columns) + row_bits
+    shift = sum(need for need, _, _ in columns) + row_bits
     word: np.ndarray | None = None
     word_bits = 0
     value = np.empty(count, dtype=np.uint32)     # one buffer for every position's mapped bytes
-    for column, (need, table) in [*zip(matrix, columns), (None, (0, None))]:
+    small = np.empty(count, dtype=np.uint8)      # and for the range maps' uint8 arithmetic
+    for column, (need, table, affine) in [*zip(matrix, columns), (None, (0, None, None))]:
         if word is not None and (column is None or word_bits + need > 32):     # the word is full: into the key
             shift -= word_bits
             for start in range(0, count, _BLOCK):
@@ -421,12 +429,21 @@ def _pack_key(matrix: list[np.ndarray], columns: list[tuple[int, np.ndarray]], r
             word, word_bits = None, 0
         if not need or column is None or table is None:
             continue
-        if word is None:
-            word = np.take(table, column)
+        mapped: np.ndarray
+        if affine is not None:              # byte - shift (mod 256: exact for the bytes present), padding 0
+            offset, padded = affine
+            np.subtract(column, np.uint8(offset), out=small)
+            if padded and offset:           # the padding 0 wrapped round: back to 0
+                np.multiply(small, column != 0, out=small)
+            mapped = small
         else:
             np.take(table, column, out=value)
+            mapped = value
+        if word is None:
+            word = mapped.astype(np.uint32)
+        else:
             word <<= np.uint32(need)
-            word |= value
+            word |= mapped
         word_bits += need
     if row_bits:
         for start in range(0, count, _BLOCK):

@@ -144,7 +144,7 @@ class Run(QueryGrouped):
         order, positions, sources = _trec_moves(qcode, s, _vocab_ranks(dvocab, dcode, dsorted))
         if order is None and positions is not None:     # by (query, score) already: move tied docs only
             moved = dcode[sources]
-            if not owned:
+            if not owned or not dcode.flags.writeable:     # (a view of pyarrow's memory is read-only)
                 dcode = dcode.copy()
             dcode[positions] = moved
             del moved
@@ -398,9 +398,15 @@ def flatten_nested(nested: Mapping, value_dtype: type) -> tuple[IdColumn, IdColu
     # Types gathered in C (map/set): only str ids (bytes or None would pass pyarrow but str() differs).
     if not all(issubclass(t, str) for t in set(map(type, query_keys))):
         return None
+    keys = np.asarray(query_keys, dtype=str) if query_keys else np.asarray([], "<U1")
+    # The queries flattened in string order: the rows come out grouped as the run's trec_eval order
+    # groups them, so no block of them is moved afterwards (three gathers of every row saved).
+    order = np.argsort(keys, kind="stable")
+    if len(order) > 1 and not np.all(order[1:] > order[:-1]):
+        inner = [inner[i] for i in order.tolist()]
+        counts, keys = counts[order], keys[order]
     try:
-        values: np.ndarray = np.fromiter(itertools.chain.from_iterable(d.values() for d in inner), dtype=value_dtype,
-                                         count=total)
+        values = _nested_values(inner, counts, total, value_dtype)
         docs = encode_strings(inner, total)
     except (TypeError, ValueError, OverflowError):     # TypeError: a doc id that is not a str
         return None
@@ -408,10 +414,22 @@ def flatten_nested(nested: Mapping, value_dtype: type) -> tuple[IdColumn, IdColu
         docs = _arrow_encoded(inner, total)
         if docs is None:
             return None
-    uniques, query_code = np.unique(np.asarray(query_keys, dtype=str) if query_keys else np.asarray([], "<U1"),
-                                    return_inverse=True)
+    uniques, query_code = np.unique(keys, return_inverse=True)
     qcode = narrow_codes(np.repeat(query_code.reshape(-1), counts), len(uniques))
     return IdColumn(uniques, qcode, sorted=True), docs, values
+
+
+def _nested_values(inner: list[Mapping], counts: np.ndarray, total: int, value_dtype: type) -> np.ndarray:
+    """The values of the inner dicts, flattened in order: one ``np.fromiter`` a dict when they are big
+    (numpy iterates each dict's values in C), one over their chain otherwise (fewer calls)."""
+    if total < 64 * len(inner):
+        return np.fromiter(itertools.chain.from_iterable(d.values() for d in inner), dtype=value_dtype, count=total)
+    values: np.ndarray = np.empty(total, dtype=value_dtype)
+    at = 0
+    for d, n in zip(inner, counts.tolist()):
+        values[at:at + n] = np.fromiter(d.values(), dtype=value_dtype, count=n)
+        at += n
+    return values
 
 
 def id_columns_of_frame(df, names: Sequence[str]) -> list[IdColumn] | None:
