@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -268,7 +268,8 @@ def encode_strings(groups: Iterable[Iterable[str]], count: int) -> IdColumn | No
     return _encode_matrix(matrix, count, width, ascii_only)
 
 
-def encode_utf8_chunks(chunks: Sequence[tuple[np.ndarray, np.ndarray]]) -> IdColumn | None:
+def encode_utf8_chunks(chunks: list[tuple[np.ndarray, np.ndarray]],
+                       packable: Callable[[], None] | None = None) -> IdColumn | None:
     """Ids held as Arrow string arrays hold them, in :func:`encode_strings`'s encoding (an
     :class:`IdColumn` with a sorted vocabulary, the same vocabulary and codes as ``encode_strings`` of
     the same ids), without a Python step per id and without a hash table of the vocabulary.
@@ -279,7 +280,9 @@ def encode_utf8_chunks(chunks: Sequence[tuple[np.ndarray, np.ndarray]]) -> IdCol
     the 0 padding could not tell them apart; ids too varied for a 64-bit key): the caller encodes
     them another way.  Used by the TREC run reader on pyarrow's columns (a run's 5M document ids:
     pyarrow's own ``dictionary_encode`` probes a hash table of its 1M distinct ids once a row, several
-    times the cost of these streaming gathers and one SIMD sort).
+    times the cost of these streaming gathers and one SIMD sort).  Once the ids' bytes are gathered and
+    known to fit the key, ``chunks`` is emptied and ``packable`` called, so a caller that kept the arrays
+    for another encoding can free them before the key is built (a 50M-row run's ids are ~650 MB).
     """
     count, shortest, width, ascii_only = 0, -1, 0, True
     for data, offsets in chunks:
@@ -319,12 +322,19 @@ def encode_utf8_chunks(chunks: Sequence[tuple[np.ndarray, np.ndarray]]) -> IdCol
                 np.multiply(column, lengths > j, out=column)
             position += 1
         at += n
-    return _encode_matrix(matrix, count, width, ascii_only)
+
+    def release() -> None:
+        chunks.clear()
+        if packable is not None:
+            packable()
+    return _encode_matrix(matrix, count, width, ascii_only, release)
 
 
-def _encode_matrix(matrix: list[np.ndarray], count: int, width: int, ascii_only: bool) -> IdColumn | None:
+def _encode_matrix(matrix: list[np.ndarray], count: int, width: int, ascii_only: bool,
+                   packable: Callable[[], None] | None = None) -> IdColumn | None:
     """The encoding of :func:`encode_strings` from the ids' byte columns (``matrix[j]``: byte j of every
-    id, 0 past its end), which it consumes."""
+    id, 0 past its end), which it consumes; ``packable`` is called once the ids are known to fit the key
+    (a caller then frees what it kept for another encoding)."""
     row_bits = max((count - 1).bit_length(), 1)
     columns = [_byte_range_map(column) for column in matrix]
     bits = sum(need for need, _, _ in columns)
@@ -333,6 +343,8 @@ def _encode_matrix(matrix: list[np.ndarray], count: int, width: int, ascii_only:
         bits = sum(need for need, _, _ in columns)
     if bits > _KEY_BITS:
         return None
+    if packable is not None:
+        packable()
     packed = bits + row_bits <= _KEY_BITS
     key = _pack_key(matrix, columns, row_bits if packed else 0, count)
     if packed:

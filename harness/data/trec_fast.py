@@ -314,10 +314,9 @@ def _doc_column(chunks: list[pa.Array]) -> IdColumn | None:
     ids, or ids it cannot pack, are dictionary-encoded by pyarrow and their distinct values checked."""
     buffers = _utf8_buffers(chunks)
     if buffers is not None and _printable_ascii(buffers):
-        docs = encode_utf8_chunks(buffers)
+        docs = encode_utf8_chunks(buffers, packable=chunks.clear)     # the arrays freed once they pack
         del buffers
         if docs is not None:
-            chunks.clear()
             return docs
     del buffers
     encoded = pc.dictionary_encode(pa.chunked_array(chunks, type=pa.string()))
