@@ -290,7 +290,18 @@ class Mined(Method):
         opts = super().resolve_options(options)
         if not opts["retrievers"]:
             raise ConfigError("mined: option 'retrievers' must be a non-empty list of models (or 'bm25')")
+        # k-means topics embed the queries with topic_model or the first dense retriever: refuse before any work
+        # (a dry run) what would otherwise fail after mining, when the batches are labelled
+        if self._uses_kmeans(opts) and not (opts["batches"] == "sampler" and opts["weights"] == "none") \
+                and not opts["topic_model"] and all(str(r).lower() == "bm25" for r in opts["retrievers"]):
+            raise ConfigError("mined: topics: kmeans needs a dense model (topic_model, or a dense retriever); "
+                              f"retrievers are {opts['retrievers']} and topic_model is unset")
         return opts
+
+    @staticmethod
+    def _uses_kmeans(opts: Mapping[str, Any]) -> bool:
+        topics = opts["topics"]
+        return topics == "kmeans" or (isinstance(topics, Mapping) and "kmeans" in topics.values())
 
     def stages(self, spec: TrainSpec) -> list[Stage | DataStage]:
         """Mining before training (``mine: true``): a data stage the engine schedules; its pools are keyed
@@ -470,8 +481,7 @@ class Mined(Method):
         topics: list[str] = []
 
         embed = None
-        if opts["topics"] == "kmeans" or any(v == "kmeans" for v in (opts["topics"].values() if isinstance(
-                opts["topics"], Mapping) else [])):
+        if self._uses_kmeans(opts):
             embed = self._query_embedder(opts, spec)
         for s, src in enumerate(data.sources):
             langs = language_labels(src, opts["languages"])

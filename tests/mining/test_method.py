@@ -63,6 +63,23 @@ def test_options_are_refused_with_the_choices():
         m.resolve_options({"strategies": "naive"})
 
 
+def test_kmeans_topics_without_a_dense_model_are_refused_before_mining():
+    """The tiny run's w/o stage 1 (BM25 candidates, language/topic batches) failed after mining, when the batches
+    were labelled: k-means topics embed queries with topic_model or the first dense retriever, and BM25 is none."""
+    m = get_method("mined")
+    bm25_batches = {"retrievers": ["bm25"], "batches": "language_topic"}
+    with pytest.raises(ConfigError, match="kmeans needs a dense model"):
+        m.resolve_options(bm25_batches)
+    with pytest.raises(ConfigError, match="kmeans needs a dense model"):
+        m.resolve_options({"retrievers": ["bm25"], "weights": "portion"})          # weights label topics too
+    with pytest.raises(ConfigError, match="kmeans needs a dense model"):
+        m.resolve_options({**bm25_batches, "topics": {"a": "kmeans", "b": "column:topic"}})
+    assert m.resolve_options({**bm25_batches, "topic_model": "hashgram"})["topic_model"] == "hashgram"
+    assert m.resolve_options({**bm25_batches, "retrievers": ["bm25", "hashgram"]})["batches"] == "language_topic"
+    assert m.resolve_options({**bm25_batches, "topics": "column:topic"})["topics"] == "column:topic"
+    assert m.resolve_options({"retrievers": ["bm25"]})["batches"] == "sampler"       # no topics needed
+
+
 def test_mines_once_trains_on_mined_rows_in_language_topic_batches(tiny, tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
     data = TrainingData([make_source()])
