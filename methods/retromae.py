@@ -23,8 +23,11 @@ The decoder runs inside the model's forward (the head's), so under DDP its param
 forward's graph and their gradients are reduced like the encoder's; the masks of each text are seeded
 by (run seed, micro-batch, the text's place in the global batch), so 2 processes draw what 1 process
 draws.  The stage's training data is the corpora named in its options (BEIR-layout folders or
-``corpus.jsonl``; a document's title and text joined), truncated to ``doc_max_length`` tokens (512 in the
-paper preset); the fine-tuning collection given to it is not used.
+``corpus.jsonl``); the fine-tuning collection given to it is not used.  A document is prepared as the released
+``examples/pretrain/preprocess.py`` prepares one (option ``long_texts: blocks``): its title and text joined,
+split into sentences, the sentences packed into blocks of ``doc_max_length`` tokens (512 in the paper preset)
+less the special tokens, each block an example cut at that length; ``long_texts: truncate`` keeps one example
+per document, cut at the length (what the stage did before the option existed).
 
 Settings of paper 002 ("Implementation details", pre-training): AdamW, lr 2e-5 with linear decay,
 32 texts per GPU on 32 GPUs (1024 per step), maximum length 512, 3 epochs over Wudao (59M title-body
@@ -57,7 +60,7 @@ from harness.errors import ConfigError
 from harness.method import Method, register_method
 from harness.recipe import option, preset, rebased
 from harness.train.api import Prepared, StageResult, ViewBatch
-from methods.coco_spans import corpus_dir
+from methods.coco_spans import corpus_dir, split_sentences
 from methods.uniform import _PAPER as _UNIFORM_PAPER
 
 if TYPE_CHECKING:
@@ -272,20 +275,86 @@ def retromae_loss(terms: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torc
 
 
 # ---------------------------------------------------------------------- data
-def text_sources(corpora: Sequence[str | Path]) -> TrainingData:
-    """One training source per corpus: a row per document (``pos`` = its title and text)."""
+LONG_TEXTS = ("blocks", "truncate")
+
+
+def released_text(title: str, text: str) -> str:
+    """A document's pre-training text as the released preprocessing joins it (staoxiao/RetroMAE
+    examples/pretrain/preprocess.py, create_passage_data): ``title + ' ' + text`` when the title has more than 2
+    characters, else the text alone."""
+    return title + " " + text if len(title) > 2 else text
+
+
+def pack_blocks(sentence_lengths: Sequence[int], target: int) -> list[list[int]]:
+    """Sentence indices per block, the released packing rule (preprocess.py ``*_pad_each_line`` with its default
+    ``short_seq_prob`` 0): sentences are appended to the current block in order, and before each one the block is
+    closed if it already holds ``target`` tokens or more; so a block may run past ``target`` (the collator cuts it
+    there, dropping the overshoot) and only the last block of a document may be shorter."""
+    blocks: list[list[int]] = []
+    current: list[int] = []
+    size = 0
+    for i, n in enumerate(sentence_lengths):
+        if size >= target:
+            blocks.append(current)
+            current, size = [], 0
+        current.append(i)
+        size += n
+    if current:
+        blocks.append(current)
+    return blocks
+
+
+def document_blocks(text: str, tokenizer: Any, max_length: int) -> list[str]:
+    """The pre-training examples of one document under the released preprocessing: its sentences, tokenized
+    without special tokens, packed into blocks of ``max_length`` minus the special tokens (:func:`pack_blocks`);
+    each block is the text of its sentences joined by spaces, whose tokens are the sentences' tokens in order
+    (a BERT word-piece tokenizer splits at whitespace first), cut at ``max_length`` with the special tokens by
+    :meth:`RetroMAE.make_batch` as the released collator cuts ``token_ids[:max_length - 2]``.
+
+    Sentences: the released code splits with nltk's punkt (English model); the rule splitter of
+    :func:`methods.coco_spans.split_sentences` stands in (``.!?`` + whitespace, and the CJK full stops, at which
+    English punkt does not split: a Chinese document there is one sentence, so one block cut at the length)."""
+    sentences = split_sentences(text)
+    if not sentences:
+        return []
+    target = max_length - tokenizer.num_special_tokens_to_add(pair=False)
+    if target < 1:
+        raise ConfigError(f"RetroMAE: max length {max_length} leaves no room beside the special tokens")
+    ids = tokenizer(sentences, add_special_tokens=False)["input_ids"]
+    return [" ".join(sentences[i] for i in block) for block in pack_blocks([len(x) for x in ids], target)]
+
+
+def text_sources(corpora: Sequence[str | Path], tokenizer: Any = None, *, long_texts: str = "truncate",
+                 max_length: int = 512) -> TrainingData:
+    """One training source per corpus: ``blocks`` (the released preprocessing): a row per block of each document
+    (:func:`document_blocks`, ``pos`` = the block's text; ids ``<doc>`` for a document's first block and
+    ``<doc>#<k>`` for the k-th after it); ``truncate``: a row per document (its title and text joined, as
+    BEIR's passages), which make_batch cuts at the length, so what a long document has past it is not seen."""
     if not corpora:
         raise ConfigError("RetroMAE needs at least one pre-training corpus: method option 'corpora' "
                           "(BEIR-layout folders or corpus.jsonl files)")
+    if long_texts not in LONG_TEXTS:
+        raise ConfigError(f"RetroMAE long_texts must be one of {', '.join(LONG_TEXTS)}, got {long_texts!r}")
+    if long_texts == "blocks" and tokenizer is None:
+        raise ConfigError("RetroMAE long_texts 'blocks' packs sentences by the model's tokenizer: pass it")
     sources: list[TrainingSource] = []
     for i, entry in enumerate(corpora):
         file = corpus_dir(entry)
         corpus = read_corpus(file)
-        rows = [TrainingRow(doc_id, [text], []) for doc_id, text in zip(corpus.ids, corpus.passages()) if text]
+        rows: list[TrainingRow] = []
+        if long_texts == "truncate":
+            rows = [TrainingRow(doc_id, [text], []) for doc_id, text in zip(corpus.ids, corpus.passages()) if text]
+        else:
+            for doc_id, title, body in zip(corpus.ids, corpus.titles, corpus.texts):
+                blocks = document_blocks(released_text(title, body), tokenizer, max_length)
+                rows += [TrainingRow(doc_id if k == 0 else f"{doc_id}#{k}", [block], [])
+                         for k, block in enumerate(blocks)]
         if not rows:
             raise ConfigError(f"RetroMAE corpus {file}: no document has text")
         name = file.parent.name if file.name.startswith("corpus.") else file.name.split(".")[0]
-        digest = hashlib.sha256(corpus.content_hash().encode()).hexdigest()[:16]
+        # the blocks depend on the length; a truncated corpus keeps the fingerprint it had before the option
+        identity = corpus.content_hash() + (f"/blocks/{max_length}" if long_texts == "blocks" else "")
+        digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
         sources.append(TrainingSource(name=f"{name}-{i}" if any(s.name == name for s in sources) else name,
                                       rows=rows, path=str(file), fingerprint="retromae-" + digest))
     return TrainingData(sources)
@@ -342,6 +411,14 @@ class RetroMAEOptions:
                                       bounds="(0, 1)", source=_ARGS + " (decoder_mlm_probability 0.5)")
     mask_pool: int = option(MASK_POOL, doc="decoder masks drawn per text (each row picks one)", bounds="[1, inf)",
                             source=_COLLATOR + " (min(len, 256) masks per text)")
+    long_texts: str = option("blocks", choices=LONG_TEXTS,
+                             doc="a document longer than the length: 'blocks' splits it into sentence-packed "
+                                 "examples of the length (the released preprocessing); 'truncate' keeps its first "
+                                 "tokens only",
+                             source="code staoxiao/RetroMAE examples/pretrain/preprocess.py (create_passage_data, "
+                                    "create_wiki_data: sentences packed into blocks of max_seq_length - 2 tokens, "
+                                    "each block an example) and src/pretrain/data.py (each example cut at that "
+                                    "length)")
 
 
 @register_method("retromae")
@@ -349,13 +426,24 @@ class RetroMAE(Method):
     """RetroMAE pre-training: encoder MLM + enhanced-decoder reconstruction of the text from its [CLS]."""
 
     description = "RetroMAE pre-training (masked auto-encoding with an enhanced decoder; paper 002's first stage)"
+    # 2: long documents are split into the released preprocessing's sentence blocks by default (option
+    # long_texts); a run keyed before that cut them at the length, so it is not reused for the new default
+    revision = 2
     presets = {"tiny": TINY, "small": SMALL, "paper": PAPER}
     Options = RetroMAEOptions
 
     def prepare(self, spec: TrainSpec, data: TrainingData, stages: Mapping[str, StageResult]) -> Prepared:
         """Train on the corpora's texts (``data``, the fine-tuning collection, is not used)."""
         options = self.resolve_options(dict(spec.method_options))
-        return Prepared(text_sources([str(c) for c in options["corpora"]]))
+        tokenizer = None
+        if options["long_texts"] == "blocks":
+            from transformers import AutoTokenizer
+
+            from harness.encoders.refs import resolve_model
+
+            tokenizer = AutoTokenizer.from_pretrained(resolve_model(spec.model)[0])
+        return Prepared(text_sources([str(c) for c in options["corpora"]], tokenizer,
+                                     long_texts=str(options["long_texts"]), max_length=spec.doc_max_length))
 
     def representation_head(self, spec: TrainSpec) -> RetroMAEHead:
         return RetroMAEHead(normalize=False)

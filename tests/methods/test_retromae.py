@@ -196,3 +196,93 @@ def test_both_reconstruction_losses_fall_in_a_short_run(world, tmp_path):
         values = [r["method"][part] for r in log]
         assert values[0] == pytest.approx(10.33, abs=0.2)
         assert np.mean(values[-3:]) < np.mean(values[:3]) - 1.0, (part, values)
+
+
+# ---------------------------------------------------------------------- long texts (the released preprocessing)
+def released_blocks(tokenizer, text: str, max_length: int) -> list[list[int]]:
+    """The examples (input ids with special tokens) the released RetroMAE builds from one document: an
+    independent reading of examples/pretrain/preprocess.py (sentences tokenized without special tokens, appended to
+    a block that is closed before a sentence once it holds max_length - 2 tokens or more) and src/pretrain/data.py
+    (each block cut at max_length - 2 tokens, then [CLS] ... [SEP]); sentences from the stand-in splitter."""
+    from methods.coco_spans import split_sentences
+
+    target = max_length - tokenizer.num_special_tokens_to_add(pair=False)
+    blocks, current = [], []
+    for sentence in split_sentences(text):
+        if len(current) >= target:
+            blocks.append(current)
+            current = []
+        current.extend(tokenizer(sentence, add_special_tokens=False)["input_ids"])
+    if current:
+        blocks.append(current)
+    return [[tokenizer.cls_token_id, *b[:target], tokenizer.sep_token_id] for b in blocks]     # BERT's one-text form
+
+
+LONG = ("The river rises in the northern hills. It flows south through three towns! Farmers use its water "
+        "for rice and wheat. Is the delta fertile? Yes, very much so. Floods came in the spring of that year. "
+        "A new dam was built upstream. Fishermen complained about the catch. The mayor promised to study it. "
+        "Nothing changed for a decade. Then the rains failed twice in a row.")
+
+
+def test_blocks_pack_sentences_as_the_released_preprocessing():
+    from methods.retromae import pack_blocks
+
+    # closed before a sentence once it holds >= target tokens: overshoots stay, only the last block may be short
+    assert pack_blocks([5, 5, 5, 5, 5], 10) == [[0, 1], [2, 3], [4]]
+    assert pack_blocks([12, 3, 9, 1], 10) == [[0], [1, 2], [3]]
+    assert pack_blocks([3, 3, 3], 10) == [[0, 1, 2]]
+    assert pack_blocks([], 10) == []
+
+
+@pytest.mark.parametrize("max_length", [16, 24, 512])
+def test_a_long_document_becomes_the_released_examples(world, max_length):
+    from transformers import AutoTokenizer
+
+    from methods.retromae import document_blocks
+
+    tok = AutoTokenizer.from_pretrained(world[1])
+    blocks = document_blocks(LONG, tok, max_length)
+    # what make_batch feeds the encoder for each block = the released collator's input ids, block by block
+    ours = [tok(b, truncation=True, max_length=max_length)["input_ids"] for b in blocks]
+    assert ours == released_blocks(tok, LONG, max_length)
+    # the 79-token document: 5 blocks at 16 (14 per block), 3 at 24 (two run past 22 and are cut), 1 at 512
+    sizes = [len(tok(b, add_special_tokens=False)["input_ids"]) for b in blocks]
+    assert sizes == {16: [15, 14, 15, 20, 15], 24: [24, 27, 28], 512: [79]}[max_length]
+
+
+def test_the_released_title_rule_and_the_sources(world, tmp_path):
+    import json
+
+    from transformers import AutoTokenizer
+
+    from methods.retromae import released_text, text_sources
+
+    assert released_text("Nile", "Text.") == "Nile Text." and released_text("Ok", "Text.") == "Text."
+    docs = [{"_id": "long", "title": "Rivers", "text": LONG}, {"_id": "short", "title": "ab", "text": "One line."}]
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    tok = AutoTokenizer.from_pretrained(world[1])
+    blocks = text_sources([tmp_path], tok, long_texts="blocks", max_length=24).sources[0]
+    ids = [r.query for r in blocks.rows]
+    assert ids[0] == "long" and ids[1:-1] == [f"long#{k}" for k in range(1, len(ids) - 1)] and ids[-1] == "short"
+    assert blocks.rows[0].pos[0].startswith("Rivers The river") and blocks.rows[-1].pos == ["One line."]
+    # the blocks partition the document's tokens in order (what a block has past the length is cut in make_batch)
+    long_ids = tok("Rivers " + LONG, add_special_tokens=False)["input_ids"]
+    assert [t for r in blocks.rows[:-1] for t in tok(r.pos[0], add_special_tokens=False)["input_ids"]] == long_ids
+    truncated = text_sources([tmp_path], long_texts="truncate").sources[0]
+    assert [r.query for r in truncated.rows] == ["long", "short"] and truncated.rows[1].pos == ["ab One line."]
+    assert truncated.fingerprint != blocks.fingerprint
+    assert text_sources([tmp_path], tok, long_texts="blocks", max_length=32).sources[0].fingerprint != \
+        blocks.fingerprint
+    with pytest.raises(ConfigError, match="long_texts"):
+        text_sources([tmp_path], tok, long_texts="split")
+
+
+def test_the_stage_prepares_blocks_by_default(world):
+    method = RetroMAE()
+    spec = pt_spec(world)
+    assert method.resolve_options(dict(spec.method_options))["long_texts"] == "blocks"
+    data = method.prepare(spec, None, {}).data
+    plain = method.prepare(pt_spec(world, method_options={**spec.method_options, "long_texts": "truncate"}),
+                           None, {}).data
+    # the synthetic texts run past 32 tokens: more examples than documents, each within the length
+    assert sum(data.sizes) > sum(plain.sizes)
