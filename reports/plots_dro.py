@@ -77,3 +77,31 @@ def cluster_weight_figure(trace: dict[str, np.ndarray], title: str | None = None
     axes[2].set_ylabel("cluster sizes")
     axes[2].set_xlabel("step")
     return fig
+
+
+def shift_figure(points: list[dict], gaps: list[str], title: str | None = None, *, dpi: int = 100):
+    """Paper 001 Figure 2: each target task's score gap (dense minus sparse) against its query intent and its
+    document lexical similarity with the source task, one panel each; filled markers ours, crosses the printed
+    values.  ``points``: the records of :func:`harness.ablation.layouts.shift.shift_points`."""
+    fig = _new_figure(10.0, 4.2, dpi)
+    axes = fig.subplots(1, 2, sharey=True)
+    for ax, key, name in ((axes[0], "query", "query intent similarity"),
+                          (axes[1], "documents", "document lexical similarity")):
+        for i, gap in enumerate(gaps):
+            colour = f"C{i}"
+            ours = [(p[key][0], p["gaps"][i][0]) for p in points]
+            ax.scatter([x for x, _ in ours], [y for _, y in ours], color=colour, label=f"{gap} (ours)", s=22)
+            printed = [(p[key][1], p["gaps"][i][1]) for p in points
+                       if p[key][1] is not None and p["gaps"][i][1] is not None]
+            if printed:
+                ax.scatter([x for x, _ in printed], [y for _, y in printed], color=colour, marker="x",
+                           label=f"{gap} (printed)", s=22)
+            for p, (x, y) in zip(points, ours):
+                ax.annotate(p["label"], (x, y), fontsize=6, alpha=0.7)
+        ax.axhline(0.0, color="grey", lw=0.6)
+        ax.set_xlabel(f"{name} with the source task")
+    axes[0].set_ylabel("gap (dense - sparse)")
+    axes[0].legend(fontsize=7)
+    if title:
+        fig.suptitle(title)
+    return fig

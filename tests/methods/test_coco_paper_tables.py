@@ -156,6 +156,13 @@ def test_episode_curves_and_layouts_at_both_paper_scales():
     assert checkpoints["coco-idro"].steps == (0, 45000, 90000)
     assert suite.checkpoints_for(suite.variants[3], "paper-large").steps == (0, 30000, 60000)
     assert episodes.options["labels"] == ["Epi-1", "Epi-2", "Epi-3", "Epi-4"]
+    # Table 6 / Figure 2: the 18 BEIR tasks against MS MARCO, each column labelled as Table 6's row
+    shift = load_layout(suite, "paper", "shift")
+    from reports.papers.catalog import load_tables
+
+    (table6,) = load_tables("coco-dr", 6)
+    assert shift.kind == "distribution-shift" and shift.options["source"] == "msmarco"
+    assert [c.label for c in shift.columns] == [r.label for r in table6.rows]
 
 
 def test_figure3_grid_reuses_coco_dr_stages_and_passes_strict_provenance():
