@@ -2,14 +2,17 @@
 one-tensor loop, in less CPU time on a model of many small tensors (the quickstart's tiny BERT)."""
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
-from benchutil import interleaved_rounds, speed_ratios
+from benchutil import paired_rounds
 
 from harness.train.spec import TrainSpec
 from harness.train.trainer import Trainer
+
+# foreach / loop CPU seconds, median round: was "loop / foreach > 1.1" on the median (measured 1.63x then), the same
+# bound.  On paired_rounds at load average 8.6-9.7: median 0.59 (7 rounds of 20 steps: 0.38-0.82) and 0.70 (9 rounds
+# of 50 steps: 0.36-0.98); single rounds of ~0.3 s swing widely under load, the median keeps a 23% margin.
+MAX_RATIO = 0.91
 
 
 class _NoCustomOptimizer:
@@ -78,10 +81,9 @@ def test_foreach_step_is_faster_than_the_one_tensor_loop(benchmark, one_thread):
     ours = torch.optim.AdamW(models["foreach"].parameters(), lr=1e-3, foreach=True)
 
     def steps(optimizer):
-        return lambda: [optimizer.step() for _ in range(20)]
+        return lambda: [optimizer.step() for _ in range(50)]
 
-    _, reference, measured = interleaved_rounds(benchmark, steps(loop), steps(ours), rounds=7,
-                                                clock=time.process_time)
-    best, median = speed_ratios(reference, measured)
-    benchmark.extra_info.update(loop_over_foreach_best=round(best, 2), loop_over_foreach_median=round(median, 2))
-    assert median > 1.1, (best, median)          # measured 1.63x (median) on a loaded 2-core machine
+    # Interleaved rounds in process CPU time (one thread), the median per-round ratio foreach / loop asserted.
+    times = paired_rounds(benchmark, steps(loop), steps(ours), rounds=9)
+    times.report(benchmark, "foreach AdamW / one-tensor loop, 50 steps of a 60-tensor model")
+    times.assert_at_most(MAX_RATIO, "foreach / loop AdamW steps")
