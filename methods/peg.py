@@ -33,6 +33,7 @@ a cosine, and why a_n is refused there, is in :class:`PEG`'s docstring.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,9 +46,10 @@ from harness.errors import ConfigError, InputError
 from harness.io import atomic_write, atomic_write_json
 from harness.method import Method, register_method
 from harness.recipe import BaseLossOptions, option, preset, rebased
-from harness.train.api import LOG_FILE, DataStage, Stage, read_log, reduce_losses
+from harness.train.api import LOG_FILE, DataStage, Prepared, Stage, StageResult, read_log, reduce_losses
 
 if TYPE_CHECKING:
+    from harness.data.collections import TrainingData
     from harness.train.api import LossOutput, TrainContext, TrainSpec
 
 A_MODES = ("pos", "neg")
@@ -332,6 +334,11 @@ class PegOptions(BaseLossOptions):
                              source=_NO_CODE + "; the paper does not say, B counts the global batch")
     record_query_weights: bool = option(False, doc="write w_q per training query to method/query_weights.tsv",
                                         source="harness default: a diagnostic file, off unless asked for")
+    epochs: int | None = option(
+        None, doc="the run's length in epochs over its training rows: train.steps must be ceil(epochs x rows / "
+                  "(batch_size x grad_accum)), checked when the data is loaded (a mixture built by the user, whose "
+                  "row count the suite cannot know); null: steps as given", bounds="[1, inf)",
+        source="harness default: no check; paper 002 \"Implementation details\" (5 epochs) where a scale sets it")
     pretrain: dict[str, Any] | None = option(
         None, doc="RetroMAE pre-training first: {preset, train, options} (methods.retromae: train overrides its "
                   "preset, options name the corpora); the fine-tuning starts from the pre-trained encoder",
@@ -390,6 +397,38 @@ class PEG(Method):
                 raise ConfigError(f"method 'peg' around base {base!r}: a_mode shapes a_n only, which is off around "
                                   f"a base: remove a_mode")
         return opts
+
+    # ------------------------------------------------------------------ run length in epochs
+    @staticmethod
+    def epoch_steps(epochs: int, rows: int, spec: TrainSpec) -> int:
+        """``ceil(epochs x rows / global batch)``: paper 002's 5 epochs over 110M pairs at 13,824 per step are
+        ceil(5 x 110e6 / 13824) = 39786 steps ("Implementation details", "Dataset Source")."""
+        return math.ceil(epochs * rows / (spec.batch_size * spec.grad_accum))
+
+    def prepare(self, spec: TrainSpec, data: TrainingData, stages: Mapping[str, StageResult]) -> Prepared:
+        """The data as given; with option ``epochs``, a run whose steps are not that many epochs of the rows is
+        refused, naming the steps that are (the count of a user-built mixture is known only here)."""
+        epochs = self.resolve_options(dict(spec.method_options))["epochs"]
+        if epochs is not None and not spec.limits:          # a smoke run's caps shorten every run on purpose
+            rows = sum(data.sizes)
+            want = self.epoch_steps(int(epochs), rows, spec)
+            if spec.steps != want:
+                raise ConfigError(
+                    f"method 'peg': option epochs {epochs} over the {rows:,} training rows at "
+                    f"{spec.batch_size * spec.grad_accum:,} per step is ceil({epochs} x {rows} / "
+                    f"{spec.batch_size * spec.grad_accum}) = {want:,} steps, but the run has {spec.steps:,}: set "
+                    f"train.steps: {want} for this data (or drop the epochs option to keep {spec.steps:,})")
+        return super().prepare(spec, data, stages)
+
+    def plan_notes(self, spec: TrainSpec) -> list[str]:
+        epochs = self.resolve_options(dict(spec.method_options))["epochs"]
+        if epochs is None:
+            return []
+        batch = spec.batch_size * spec.grad_accum
+        low, high = (spec.steps - 1) * batch // epochs + 1, spec.steps * batch // epochs
+        return [f"steps {spec.steps:,} must be {epochs} epochs of the training rows at {batch:,} per step "
+                f"(ceil({epochs} x rows / {batch})): derived from the built data, checked when it is loaded; "
+                f"{spec.steps:,} steps are {epochs} epochs of {low:,} to {high:,} rows"]
 
     # ------------------------------------------------------------------ RetroMAE first (paper 002's pre-training)
     def pretrain_spec(self, spec: TrainSpec) -> TrainSpec | None:
