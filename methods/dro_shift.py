@@ -1,4 +1,5 @@
-"""Distribution shift between a source task and target tasks (paper 001 §3.2, Figure 2, Appendix C, Table 6).
+"""Distribution shift between a source task and target tasks (paper 001 §3.2, Figure 2, Appendix C, Table 6),
+and the alignment / uniformity of representations (paper 001 Figure 5(b), Appendix H; Wang and Isola, 2020).
 
 Paper 001 measures the shift from MS MARCO to each BEIR task with the pairwise weighted Jaccard similarity
 (Ioffe, 2010; Thakur et al., 2021), Appendix C.2::
@@ -19,9 +20,11 @@ values (0.23 .. 0.51) are those of distributions.
 """
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 WH_WORDS = ("what", "when", "who", "how", "where", "why", "which")
 YES_NO_WORDS = frozenset("is was are were do does did have has had should can could would am shall".split())
@@ -76,3 +79,26 @@ def shift_similarities(source_queries: Iterable[str], source_docs: Iterable[str]
     """``(query intent similarity, document lexical similarity)`` of a target task with the source task."""
     return (weighted_jaccard(query_type_distribution(source_queries), query_type_distribution(target_queries)),
             weighted_jaccard(unigram_distribution(source_docs), unigram_distribution(target_docs)))
+
+
+def _normalized(x: Any) -> Any:
+    import torch  # lazy (start-up speed): the text statistics above need no torch
+
+    x = torch.as_tensor(x, dtype=torch.float64)
+    return torch.nn.functional.normalize(x, dim=-1)
+
+
+def alignment(x: Any, y: Any, alpha: float = 2.0) -> float:
+    """``E ||f(x) - f(x+)||^alpha`` over positive pairs (rows of ``x`` and ``y``), the embeddings L2-normalised
+    first: paper 001 Appendix H (alpha 2), the released code of Wang and Isola (2020) (``align_loss``)."""
+    x, y = _normalized(x), _normalized(y)
+    return float((x - y).norm(p=2, dim=1).pow(alpha).mean())
+
+
+def uniformity(x: Any, t: float = 2.0) -> float:
+    """``log E exp(-t ||f(x) - f(y)||^2)`` over the distinct pairs of rows of ``x`` (L2-normalised): paper 001
+    Appendix H (t 2), Wang and Isola's ``uniform_loss`` (``torch.pdist``: each unordered pair once)."""
+    import torch  # lazy (start-up speed)
+
+    x = _normalized(x)
+    return float(math.log(float(torch.pdist(x, p=2).pow(2).mul(-t).exp().mean())))

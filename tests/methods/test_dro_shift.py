@@ -132,3 +132,15 @@ def test_layout_options_are_checked():
     raw["table"]["layouts"]["shift"]["options"]["gaps"][0]["dense"] = "ghost"
     with pytest.raises(ConfigError, match="gap dense 'ghost' is not a variant"):
         load_layout(parse_suite(raw, Path("shift.yaml")), "tiny", "shift")
+
+
+def test_alignment_and_uniformity_by_hand():
+    from methods.dro_shift import alignment, uniformity
+
+    # pairs ((1,0), (0,1)) at squared distance 2 and ((0,1), (0,1)) at 0: mean 1; rows are normalised first
+    assert alignment([[3.0, 0.0], [0.0, 2.0]], [[0.0, 1.0], [0.0, 5.0]]) == pytest.approx(1.0)
+    assert alignment([[1.0, 0.0]], [[0.0, 1.0]], alpha=1) == pytest.approx(2 ** 0.5)
+    # (1,0), (0,1), (-1,0): squared distances 2, 4, 2 -> log((2 e^-4 + e^-8) / 3)
+    expected = np.log((2 * np.exp(-4.0) + np.exp(-8.0)) / 3)
+    assert uniformity([[2.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]) == pytest.approx(expected)
+    assert uniformity([[1.0, 0.0], [1.0, 0.0]]) == pytest.approx(0.0)            # collapsed: the maximum
