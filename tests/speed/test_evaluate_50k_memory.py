@@ -10,7 +10,10 @@ Numerics: every 500th query's values (100 queries) are checked against pytrec_ev
 Measured (2 shared cores, load 5-8): the run file is 1.56 GB, written in 197 s; ``harness evaluate``
 peaked at 3.79 GB (81 bytes a line; 69 CPU s), the peak being the tie-break key of ``Run``'s trec_eval
 ordering (three temporaries the size of the tied rows, about 63% of the 50M); built in place, the same
-read + evaluate peaks at 3.54 GB (1.95 GB once the run is read).  Hence ``slow``.  Run with
+read + evaluate peaks at 3.54 GB (1.95 GB once the run is read).  With the doc ids encoded from pyarrow's
+buffers (encode_utf8_chunks), at load 9-10: 3.73 GB (80 bytes a line), 40 CPU s; a sampler of the RSS puts
+the peak still in ``_trec_moves`` (3.78 GB; the encoder's own peak 3.18 GB; 2.2 GB once the run is read).
+Hence ``slow``.  Run with
 ``pytest -m slow tests/speed/test_evaluate_50k_memory.py -s``.
 """
 from __future__ import annotations

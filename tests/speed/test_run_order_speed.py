@@ -153,17 +153,21 @@ def _compare(benchmark, mode: str, paths: tuple[Path, Path], label: str) -> tupl
 @pytest.mark.parametrize("kind", ["tied", "untied"])
 def test_evaluate_from_files_vs_pytrec_eval(benchmark, collections, kind):
     times, summary = _compare(benchmark, "files", collections[kind], kind)
-    # Measured median rounds 0.90x tied (rounds 0.83-0.90), 0.74x untied (0.70-0.76) on a loaded 2-core
-    # machine: the median round within 1.0x keeps a 10% margin over the tied case's spread.
-    times.assert_at_most(1.0, f"{kind} files: harness / pytrec_eval")
+    # Measured on a loaded 2-core machine (load average 8.6-11.5), median round (rounds): before the buffer
+    # encoder of the doc ids (read_run_columns -> encode_utf8_chunks) 0.85x tied (0.79-0.85), 0.71x untied
+    # (0.67-0.79), peak 604 / 520 MB vs pytrec_eval's 826; after 0.40x tied (0.40-0.45), 0.33x untied
+    # (0.31-0.33), peak 498 / 434 MB; with HARNESS_NUM_THREADS=1 0.45x (0.36-0.45) / 0.37x (0.31-0.37).
+    # Bound 0.7x (issue 31's target for the untied run, here for both): 37% above the slowest round seen.
+    times.assert_at_most(0.7, f"{kind} files: harness / pytrec_eval")
     assert summary["peak_mb"]["harness"] < summary["peak_mb"]["pytrec_eval"]
 
 
 @pytest.mark.parametrize("kind", ["tied", "untied"])
 def test_from_dict_vs_pytrec_eval(benchmark, collections, kind):
     times, summary = _compare(benchmark, "dict", collections[kind], kind)
-    # A regression bound, not the goal (issue 31 asks for 1.0x): measured median rounds 2.61x tied (rounds
-    # 2.40-2.79) and 2.46x untied (2.37-2.68), construction alone 2.35x / 2.25x; the row-by-row
-    # construction before measured 7.95x / 5.59x.  3.0x keeps a 7% margin over the slowest round.
-    times.assert_at_most(3.0, f"{kind} dict: harness / pytrec_eval")
-    assert summary["build_ratio"] <= 3.0
+    # Issue 31's goal, at least as fast as pytrec_eval: median rounds 0.77x tied (0.72-0.87) and 0.79x untied
+    # (0.73-0.82) at load average 9.7-11.2 (construction alone 0.68x / 0.70x; peak 210 / 185 MB vs 237).
+    # Before: row by row 7.95x / 5.59x, then 2.61x / 2.46x, then (encode_strings) about 0.92x / 0.84x.
+    # 1.0x sits 15% above the slowest round seen.
+    times.assert_at_most(1.0, f"{kind} dict: harness / pytrec_eval")
+    assert summary["build_ratio"] <= 1.0
