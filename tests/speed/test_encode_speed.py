@@ -25,7 +25,9 @@ N_TEXTS = 256
 BATCH_SIZE = 32
 MAX_LENGTH = 256
 ROUNDS = 5
-MAX_RATIO = 1.0      # ours / sentence-transformers, CPU time, median round (measured spread: in the report)
+# ours / sentence-transformers, CPU time, median round.  Measured at load average 11 (5 rounds of 256 passages,
+# ~33-36 s CPU a side): median 0.94, rounds 0.90-0.96; 1.05 leaves 9% over the slowest round (1.0 left 4%).
+MAX_RATIO = 1.05
 MIN_SKIP_SPEEDUP = 20
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.slow]
