@@ -38,7 +38,7 @@ def test_paper_dry_run_prints_the_plan_without_the_data(tmp_path, capsys, monkey
     monkeypatch.delenv("HARNESS_TDRO_EVAL", raising=False)
     assert main(["run", "tdro", "--scale", "paper", "--dry-run", "--results-root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "16 training cells x 69 benchmarks" in out and "{tdro_data}" in out
+    assert "17 training cells x 69 benchmarks" in out and "{tdro_data}" in out     # 10 rows + 7 released
     lines = out.splitlines()
     baseline = next(line for line in lines if line.strip().startswith("baseline "))
     assert "model=Qwen/Qwen1.5-0.5B steps=1000 batch=2048" in baseline and "GPU-h" in baseline
