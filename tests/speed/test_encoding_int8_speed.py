@@ -26,7 +26,9 @@ N_TEXTS = 256  # = len(scifact_passages) (tests/speed/conftest.py)
 BATCH_SIZE = 32
 MAX_LENGTH = 256
 ROUNDS = 5
-MAX_RATIO = 1.0      # int8 / fp32, CPU time, median round (measured spread: in the report)
+# int8 / fp32, CPU time, median round.  Measured at load average 8.8-9.7 (5 rounds of 256 passages, ~24 / 32 s
+# CPU): median 0.73, rounds 0.68-0.78 (cosine to fp32 min 0.969, mean 0.983); 1.0 is 28% over the slowest round.
+MAX_RATIO = 1.0
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.slow, pytest.mark.needs_shared, pytest.mark.usefixtures("one_thread")]
 
