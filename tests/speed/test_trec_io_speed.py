@@ -31,7 +31,10 @@ pytest.importorskip("ranx")
 pytestmark = [pytest.mark.benchmark(group="trec-io-5000x1000"), pytest.mark.slow]
 
 ROUNDS = 3
-MAX_RATIO = 1.0      # harness / pytrec_eval CPU seconds, median round (measured spread: in the report)
+# harness / pytrec_eval CPU seconds, median round.  Measured at load average 7-12 after the doc ids' buffer
+# encoder: median 0.42, rounds 0.38-0.49 (peak RSS 492 MB vs pytrec_eval 852, ranx 1943; vs ranx 0.15x);
+# 0.7 (issue 31's target for untied runs) is 43% over the slowest round.
+MAX_RATIO = 0.7
 METRICS = ["ndcg@10", "recall@100", "mrr", "map", "p@10"]
 
 # Each worker prints {"seconds": parse + evaluate (wall), "cpu_seconds": the same in CPU time of all
