@@ -65,6 +65,14 @@ class ModelSpec:
         return is_sparse_model(self.name)
 
 
+def protocol_kwargs(card: ProtocolCard) -> dict[str, Any]:
+    """The encoder keywords a protocol card sets (prompts, max lengths), by the encoders' keyword names: every
+    model evaluated on the card gets them, unless its own evaluation settings name the same keyword."""
+    fields = {"query_prompt": card.query_prompt, "doc_prompt": card.doc_prompt,
+              "query_max_length": card.query_max_length, "doc_max_length": card.doc_max_length}
+    return {k: v for k, v in fields.items() if v}
+
+
 def build_encoder(spec: ModelSpec, card: ProtocolCard) -> Encoder:
     """Instantiate the encoder (sparse, dense echo or dense), applying protocol prompts/lengths when the card
     sets them."""
@@ -73,15 +81,7 @@ def build_encoder(spec: ModelSpec, card: ProtocolCard) -> Encoder:
     from harness.encoders.hf import load_encoder  # lazy (start-up speed): imports torch, tqdm
     from harness.encoders.sparse import load_sparse_encoder  # lazy (start-up speed): imports torch, tqdm
 
-    kwargs: dict[str, Any] = dict(spec.overrides or {})
-    if card.query_prompt:
-        kwargs.setdefault("query_prompt", card.query_prompt)
-    if card.doc_prompt:
-        kwargs.setdefault("doc_prompt", card.doc_prompt)
-    if card.query_max_length:
-        kwargs.setdefault("query_max_length", card.query_max_length)
-    if card.doc_max_length:
-        kwargs.setdefault("doc_max_length", card.doc_max_length)
+    kwargs: dict[str, Any] = {**protocol_kwargs(card), **(spec.overrides or {})}
     if spec.is_sparse:
         return load_sparse_encoder(spec.name, **kwargs)
     from harness.encoders.dense_echo import is_dense_echo_model, load_echo_dense_encoder  # lazy: imports torch

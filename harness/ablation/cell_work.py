@@ -27,7 +27,7 @@ from harness.io.claims import claim
 from harness.io.results_layout import TRAIN_DONE_FILE
 from harness.io.stale import sweep_stale_temps
 from harness.method import get_method
-from harness.pipeline import ModelSpec, evaluate_model
+from harness.pipeline import ModelSpec, evaluate_model, protocol_kwargs
 from harness.train.result import Checkpoint
 
 log = logging.getLogger("harness.ablation")
@@ -102,17 +102,23 @@ def _evaluate_claimed(state: SuiteState, cell: EvalCell, out: Path, ckpt: Checkp
     # the variant's own prompts win over the card's (and those over the registry's): harness.pipeline.build_encoder
     # applies a card's prompt only where the encoder's keywords leave it unset
     prompts = dict(settings.get("prompts") or {})
+    loaded = state.benchmark(cell.benchmark.id)
     if tc.trains:
         ckpt = ckpt or _trained(state, tc)
         if cell.step is not None:
             ckpt = checkpoint_at(state, tc, ckpt, cell.step)
         method = get_method(tc.method)
         encoder = method.encoder(ckpt)
-        if (encoding or prompts) and getattr(encoder, "kind", "dense") == "dense":
-            encoder = method.encoder(ckpt, **encoding, **prompts)
-        elif prompts:
+        dense = getattr(encoder, "kind", "dense") == "dense"
+        if prompts and not dense:
             raise ConfigError(f"variant {tc.variant.id!r}: 'prompts' sets a dense encoder's prompts; "
                               f"{cell.id} is a {getattr(encoder, 'kind', '?')} model")
+        # A trained model saves no prompt and its training lengths (harness.train.model.encoder_settings): the
+        # card's prompts and evaluation lengths are the protocol it is evaluated under, as every released
+        # model on the card is (harness.pipeline.build_encoder); the variant's own settings win over the card's.
+        kwargs = {**protocol_kwargs(loaded.card), **(encoding if dense else {}), **prompts}
+        if kwargs:
+            encoder = method.encoder(ckpt, **kwargs)
         spec = ModelSpec(cell.id, encoder=encoder, **sparse)
     else:
         spec = ModelSpec(tc.model, **sparse)
@@ -121,7 +127,6 @@ def _evaluate_claimed(state: SuiteState, cell: EvalCell, out: Path, ckpt: Checkp
         elif prompts:
             raise ConfigError(f"variant {tc.variant.id!r}: 'prompts' sets a dense encoder's prompts; {tc.model!r} "
                               "is not a dense model")
-    loaded = state.benchmark(cell.benchmark.id)
     log.info("evaluating %s on %s", cell.id, cell.benchmark.id)
     record: dict[str, Any] = {"suite": state.suite.name, "scale": state.scale, "variant": tc.variant.id,
                               "train_key": tc.key, "benchmark": cell.benchmark.id, "train_config": tc.config}

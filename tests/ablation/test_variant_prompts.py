@@ -117,3 +117,47 @@ def test_tdro_table4_mcontriever_is_evaluated_without_the_cards_instruction():
     # the registry's encoding of mContriever: mean pooling, unnormalised (its model card / contriever README)
     _, defaults = refs.resolve_model("facebook/mcontriever-msmarco")
     assert (defaults.pooling, defaults.normalize, defaults.query_prompt, defaults.doc_prompt) == ("mean", False, "", "")
+
+
+class _RecordingMethod:
+    """A trained method's encoder factory that records the keywords each encoder is built with."""
+
+    def __init__(self, kind: str = "dense"):
+        self.kind, self.calls = kind, []
+
+    def encoder(self, ckpt, **kwargs):
+        self.calls.append(kwargs)
+        return type("Enc", (), {"kind": self.kind})()
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+def test_a_trained_model_is_evaluated_with_the_cards_prompts_and_lengths(tmp_path, monkeypatch, kind):
+    """A trained model saves no prompt and its training lengths (harness.train.model.encoder_settings); the card's
+    prompts and evaluation lengths (tDRO's instructions, COCO-DR's 64/128) must reach its encoder, as they reach a
+    released model's; the variant's own prompts still win (dense only)."""
+    raw = yaml.safe_load(MINI.read_text(encoding="utf-8"))
+    raw["scales"]["tiny"]["benchmarks"][0]["options"] = {"query_prompt": "card: ", "query_max_length": 12,
+                                                         "doc_max_length": 20}
+    raw["variants"][1]["prompts"] = {"query": "mine: "} if kind == "dense" else None
+    if raw["variants"][1]["prompts"] is None:
+        del raw["variants"][1]["prompts"]
+    state = SuiteState(parse_suite(raw, MINI), "tiny", tmp_path, load_data=False)
+    method = _RecordingMethod(kind)
+    monkeypatch.setattr(cell_work, "get_method", lambda name: method)
+    monkeypatch.setattr(cell_work, "_trained", lambda state, cell: object())
+    specs: list[ModelSpec] = []
+    monkeypatch.setattr(cell_work, "evaluate_model", lambda spec, *a, **k: specs.append(spec))
+    cells = {(c.train.variant.id, c.benchmark.id): c for c in state.eval_cells}
+    for variant in ("uniform", "hn-only"):
+        method.calls.clear()
+        cell_work._evaluate_claimed(state, cells[(variant, "latin_qa")], tmp_path / variant, None)
+        assert method.calls[0] == {}                                  # the kind is read from a plain build
+        want = {"query_prompt": "card: ", "query_max_length": 12, "doc_max_length": 20}
+        if variant == "hn-only" and kind == "dense":
+            want["query_prompt"] = "mine: "
+        assert method.calls[1:] == [want]
+        assert specs[-1].encoder is not None
+    # a benchmark whose card sets none of them builds the encoder once, as before
+    method.calls.clear()
+    cell_work._evaluate_claimed(state, cells[("uniform", "cjk_qa")], tmp_path / "cjk", None)
+    assert method.calls == [{}]
