@@ -383,7 +383,31 @@ def train_run_config(method: str, spec: TrainSpec, data_fingerprint: str | None)
     revision = _method_revision(method)
     if revision > 1:            # only revised methods carry it, so every other key stays as it was
         config["revision"] = revision
+    stage_revisions = _stage_revisions(method, spec)
+    if stage_revisions:         # a revised stage method changes what this run starts from (same rule)
+        config["stage_revisions"] = stage_revisions
     return config
+
+
+def _stage_revisions(method: str, spec: TrainSpec) -> dict[str, int]:
+    """The revisions above 1 of the methods of every training stage the run needs, depth first.
+
+    The spec already holds each stage's settings, but not the code revision of the stage's method: without
+    this, a PEG run would reuse its stored fine-tuning after RetroMAE's pre-training was revised."""
+    from harness.train.stages import Stage  # lazy, as the module's other uses of it (start-up speed)
+
+    try:
+        owner = METHODS.get(method)()
+    except ConfigError:         # not a registered method (a name only tests use): no stages
+        return {}
+    out: dict[str, int] = {}
+    for stage in owner.stages(spec):
+        if isinstance(stage, Stage):
+            revision = _method_revision(stage.method)
+            if revision > 1:
+                out[stage.method] = revision
+            out.update(_stage_revisions(stage.method, stage.spec))
+    return out
 
 
 def _method_revision(method: str) -> int:
