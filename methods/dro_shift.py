@@ -17,14 +17,27 @@ values (0.23 .. 0.51) are those of distributions.
   by a first word among is/was/are/were/do/does/did/have/has/had/should/can/could/would/am/shall, the rest
   declarative.  The paper prints the last Y/N word as "small", which would make "small dog breeds" a Y/N
   question: it is read as "shall" (the auxiliary the list is made of).
+
+A corpus's word counts are cached under the harness cache (``<cache root>/unigrams/<key>.json.gz``, written
+atomically), keyed by the corpus content hash and the tokenisation: counting MS MARCO's 8.8M passages takes
+minutes, and the shift layout needs them at every render.
 """
 from __future__ import annotations
 
+import gzip
+import hashlib
+import json
 import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.io import atomic_write
+
+if TYPE_CHECKING:
+    from harness.data.beir import Corpus
 
 WH_WORDS = ("what", "when", "who", "how", "where", "why", "which")
 YES_NO_WORDS = frozenset("is was are were do does did have has had should can could would am shall".split())
@@ -59,10 +72,48 @@ def query_type_distribution(queries: Iterable[str]) -> dict[str, float]:
 
 def unigram_distribution(texts: Iterable[str]) -> dict[str, float]:
     """The relative frequency of each word over ``texts``."""
+    return distribution(unigram_counts(texts))
+
+
+UNIGRAM_CACHE_DIR = "unigrams"
+UNIGRAM_CACHE_VERSION = 1     # bump when the counting below changes: old entries are then not read
+
+
+def unigram_counts(texts: Iterable[str]) -> Counter[str]:
+    """The count of each word (:func:`words`) over ``texts``."""
     counts: Counter[str] = Counter()
     for text in texts:
         counts.update(words(text))
-    return distribution(counts)
+    return counts
+
+
+def unigram_cache_key(corpus: Corpus) -> str:
+    """The cache key of a corpus's word counts: its content hash, the tokeniser and the cache version."""
+    blob = json.dumps({"version": UNIGRAM_CACHE_VERSION, "corpus": corpus.content_hash(),
+                       "tokens": _WORD.pattern, "lower": True, "fields": "titles + texts"}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def unigram_cache_dir(cache_dir: str | Path | None = None) -> Path:
+    """Where the word counts are cached: ``<cache root>/unigrams`` (root: ``cache_dir``, else the harness's)."""
+    from harness.encoders.cache import cache_root  # lazy (start-up speed): the encoder cache module loads numpy
+
+    return cache_root(cache_dir) / UNIGRAM_CACHE_DIR
+
+
+def corpus_unigram_counts(corpus: Corpus, cache_dir: str | Path | None = None) -> Counter[str]:
+    """The word counts of a corpus's titles and texts (``title + ' ' + text`` has the same words: a word never
+    spans the space), read from the harness cache when an entry for this content exists, else counted and
+    written there atomically (a concurrent writer of the same key writes the same counts)."""
+    path = unigram_cache_dir(cache_dir) / f"{unigram_cache_key(corpus)}.json.gz"
+    if path.exists():
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            return Counter(json.load(handle)["counts"])
+    counts = unigram_counts(corpus.titles) + unigram_counts(corpus.texts)
+    with atomic_write(path) as handle:
+        json.dump({"version": UNIGRAM_CACHE_VERSION, "documents": len(corpus), "counts": dict(counts)}, handle,
+                  ensure_ascii=False)
+    return counts
 
 
 def weighted_jaccard(source: Mapping[str, float], target: Mapping[str, float]) -> float:

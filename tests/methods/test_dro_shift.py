@@ -94,7 +94,17 @@ def _finished(root: Path) -> Path:
     return root
 
 
-def test_layout_shows_our_similarities_and_gaps_beside_table6(tmp_path):
+@pytest.fixture
+def unigram_cache(tmp_path, monkeypatch):
+    """The corpus word counts cached under a temporary folder (not the user's harness cache)."""
+    import methods.dro_shift as dro_shift
+
+    folder = tmp_path / "unigram-cache"
+    monkeypatch.setattr(dro_shift, "unigram_cache_dir", lambda cache_dir=None: folder)
+    return folder
+
+
+def test_layout_shows_our_similarities_and_gaps_beside_table6(tmp_path, unigram_cache):
     from harness.ablation.benchmarks import load_benchmark_ref
 
     suite = parse_suite(json.loads(json.dumps(SUITE)), Path("shift.yaml"))
@@ -121,6 +131,54 @@ def test_layout_shows_our_similarities_and_gaps_beside_table6(tmp_path):
         pytest.approx([0.1809, 0.2335, -0.092])
     figure = layout_figure(suite, "tiny", root, "shift")
     assert len(figure.axes) == 2 and len(figure.axes[0].collections) == 2      # ours and printed
+
+
+def test_corpus_unigram_counts_are_cached_by_content(tmp_path):
+    from harness.data.beir import Corpus
+    from methods.dro_shift import corpus_unigram_counts, unigram_cache_key
+
+    corpus = Corpus(ids=["a", "b"], titles=["The Cat", ""], texts=["the sat", "dog-cat"])
+    counts = corpus_unigram_counts(corpus, tmp_path)
+    # the words of "The Cat the sat" and "dog-cat": the 2, cat 2, sat 1, dog 1 (as title + ' ' + text would give)
+    assert counts == {"the": 2, "cat": 2, "sat": 1, "dog": 1}
+    assert counts == unigram_distribution_counts(corpus)
+    (entry,) = (tmp_path / "unigrams").iterdir()
+    assert entry.name == f"{unigram_cache_key(corpus)}.json.gz"
+    # the entry is what a second call returns (written here by hand: the call must read it, not count)
+    import gzip
+    with gzip.open(entry, "wt", encoding="utf-8") as handle:
+        json.dump({"version": 1, "documents": 2, "counts": {"marker": 7}}, handle)
+    assert corpus_unigram_counts(corpus, tmp_path) == {"marker": 7}
+    # other content, another key: counted afresh
+    other = Corpus(ids=["a", "b"], titles=["The Cat", ""], texts=["the sat", "dog cat cat"])
+    assert unigram_cache_key(other) != unigram_cache_key(corpus)
+    assert corpus_unigram_counts(other, tmp_path)["cat"] == 3
+    assert len(list((tmp_path / "unigrams").iterdir())) == 2
+
+
+def unigram_distribution_counts(corpus):
+    from collections import Counter
+
+    from methods.dro_shift import words
+    return Counter(w for t, x in zip(corpus.titles, corpus.texts) for w in words(f"{t} {x}" if t else x))
+
+
+def test_second_render_reads_the_cached_counts(tmp_path, unigram_cache, monkeypatch):
+    import methods.dro_shift as dro_shift
+
+    suite = parse_suite(json.loads(json.dumps(SUITE)), Path("shift.yaml"))
+    root = _finished(tmp_path)
+    first = render_layout(suite, "tiny", root, "shift")
+    assert len(list(unigram_cache.iterdir())) == 3          # src, syn and cjk corpora, one entry each
+
+    def no_counting(texts):
+        raise AssertionError("the corpus was counted again instead of read from the cache")
+
+    monkeypatch.setattr(dro_shift, "unigram_counts", no_counting)
+    second = render_layout(suite, "tiny", root, "shift")
+    assert [(r.label, {k: c.value for k, c in r.cells.items()}) for r in second.rows] == \
+        [(r.label, {k: c.value for k, c in r.cells.items()}) for r in first.rows]
+    assert first.rows[0].cells["doc-sim"].value == 0.0 and first.rows[0].cells["query-sim"].value == 1.0
 
 
 def test_layout_options_are_checked():

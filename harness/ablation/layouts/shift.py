@@ -16,11 +16,13 @@ the sparse row's (paper 001: ANCE minus BM25 nDCG@10), each beside the number pr
         paper: {columns: [{benchmark: trec-covid, metric: ndcg@10, label: TREC-COVID}, ...]}
 
 The figure is Figure 2: the gap against each similarity, one point per target task.  The similarities are
-computed from the benchmarks' queries and corpora at render time (titles and texts; a large source corpus
-such as MS MARCO's takes minutes to count).
+computed from the benchmarks' queries and corpora at render time (titles and texts); each corpus's word counts
+are cached under the harness cache by content (:func:`methods.dro_shift.corpus_unigram_counts`), so MS MARCO's
+8.8M passages are counted once, not at every render.
 """
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -76,19 +78,20 @@ class DistributionShiftLayout(LayoutKind):
         return shift_figure(points, gaps, title=layout.caption or None)
 
 
-def _texts(suite: AblationSuite, scale: str, name: str) -> tuple[list[str], list[str]]:
-    """The queries and documents (title and text) of a benchmark, or pooled over an aggregate's benchmarks
-    (CQADupStack's 12 forums, as one task in paper 001's Table 6)."""
+def _texts(suite: AblationSuite, scale: str, name: str) -> tuple[list[str], dict[str, float]]:
+    """The queries and the corpus unigram distribution (titles and texts) of a benchmark, or pooled over an
+    aggregate's benchmarks (CQADupStack's 12 forums, as one task in paper 001's Table 6).  Each corpus's word
+    counts come from the harness cache when that content was counted before (MS MARCO's 8.8M passages)."""
     config = suite.scale(scale)
     refs = {b.id: b for b in config.benchmarks}
     leaves = config.aggregate_leaves(name) if name in config.aggregates else [name]
     queries: list[str] = []
-    docs: list[str] = []
+    counts: Counter[str] = Counter()
     for leaf in leaves:
         data = load_benchmark_ref(refs[leaf], suite.metrics).dataset
         queries += data.queries.texts
-        docs += [f"{t} {x}" if t else x for t, x in zip(data.corpus.titles, data.corpus.texts)]
-    return queries, docs
+        counts.update(dro_shift.corpus_unigram_counts(data.corpus))
+    return queries, dro_shift.distribution(counts)
 
 
 def _printed(layout: TableLayout) -> tuple[dict[str, dict[str, float | None]], str]:
@@ -107,15 +110,14 @@ def shift_points(suite: AblationSuite, scale: str, results_root: str | Path, lay
                  ) -> list[dict[str, Any]]:
     """One record per target column: label, our similarities and gaps, and the printed values (None if none)."""
     labels = {b.id: b.label for b in suite.scale(scale).benchmarks}
-    source_queries, source_docs = _texts(suite, scale, str(layout.options["source"]))
+    source_queries, source_d = _texts(suite, scale, str(layout.options["source"]))
     source_q = dro_shift.query_type_distribution(source_queries)
-    source_d = dro_shift.unigram_distribution(source_docs)
     printed, _ = _printed(layout)
     names = dict(layout.options.get("printed") or {})
     finished = FinishedSuite(suite, scale, results_root) if _gaps(layout) else None
     out = []
     for col in layout.columns:
-        queries, docs = _texts(suite, scale, col.benchmark)
+        queries, docs = _texts(suite, scale, col.benchmark)     # docs: the unigram distribution
         label = col.label or labels.get(col.benchmark) or col.benchmark
         row = printed.get(label, {})
         gaps = []
@@ -128,7 +130,7 @@ def shift_points(suite: AblationSuite, scale: str, results_root: str | Path, lay
         out.append({"label": label,
                     "query": (dro_shift.weighted_jaccard(source_q, dro_shift.query_type_distribution(queries)),
                               row.get(str(names.get("query", ""))) if names else None),
-                    "documents": (dro_shift.weighted_jaccard(source_d, dro_shift.unigram_distribution(docs)),
+                    "documents": (dro_shift.weighted_jaccard(source_d, docs),
                                   row.get(str(names.get("documents", ""))) if names else None),
                     "gaps": gaps})
     return out
