@@ -30,7 +30,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,7 @@ WH_WORDS = ("what", "when", "who", "how", "where", "why", "which")
 YES_NO_WORDS = frozenset("is was are were do does did have has had should can could would am shall".split())
 QUERY_TYPES = (*WH_WORDS, "y/n", "declarative")
 _WORD = re.compile(r"\w+")
+_PAIR_STREAM = 0xA11C     # the random stream of span_pairs (document order and chunk draws)
 
 
 def words(text: str) -> list[str]:
@@ -153,3 +154,41 @@ def uniformity(x: Any, t: float = 2.0) -> float:
 
     x = _normalized(x)
     return float(math.log(float(torch.pdist(x, p=2).pow(2).mul(-t).exp().mean())))
+
+
+def span_pairs(texts: Sequence[str], tokenizer: Any, *, documents: int, span_tokens: int = 30,
+               early_close: float = 0.1, seed: int = 0) -> tuple[list[str], list[str]]:
+    """Positive pairs for :func:`alignment` as COCO draws its training pairs (paper 001 §4.1: "two text
+    sequences from the same document"; the released chunking of :mod:`methods.coco_spans`): documents in a
+    seeded random order, each cut into sentence chunks of at most ``span_tokens`` tokens of ``tokenizer``, and
+    two distinct chunks of it drawn (``random.sample`` in the released loader), until ``documents`` documents
+    gave a pair; documents the released rules drop (one sentence, fewer than two chunks) are skipped.
+
+    Paper 001 Appendix H does not say which positive pairs Figure 5(b) uses: COCO's own are the ones whose
+    alignment the pretraining optimises, so they show what COCO changes on each target corpus."""
+    import numpy as np  # lazy (start-up speed)
+
+    from methods.coco_spans import document_chunks
+
+    rng = np.random.default_rng([seed, _PAIR_STREAM])
+    first: list[str] = []
+    second: list[str] = []
+    for d in rng.permutation(len(texts)):
+        if len(first) >= documents:
+            break
+        chunks = document_chunks(texts[d], tokenizer, span_tokens, early_close,
+                                 np.random.default_rng([seed, _PAIR_STREAM, int(d)]))
+        if chunks:
+            i, j = rng.choice(len(chunks), size=2, replace=False)
+            first.append(chunks[i])
+            second.append(chunks[j])
+    return first, second
+
+
+def alignment_uniformity(encoder: Any, first: Sequence[str], second: Sequence[str]) -> tuple[float, float]:
+    """``(alignment, uniformity)`` of ``encoder``'s document embeddings: alignment over the pairs
+    ``(first[i], second[i])``, uniformity over ``first`` (one span per document, so no pair of it is a
+    positive pair; Wang and Isola's ``uniform_loss`` over the data distribution)."""
+    x = encoder.encode_docs(list(first))
+    y = encoder.encode_docs(list(second))
+    return alignment(x, y), uniformity(x)

@@ -105,3 +105,23 @@ def shift_figure(points: list[dict], gaps: list[str], title: str | None = None, 
     if title:
         fig.suptitle(title)
     return fig
+
+
+def alignment_uniformity_figure(points: list[dict], title: str | None = None, *, dpi: int = 100):
+    """Paper 001 Figure 5(b): alignment (y) against uniformity (x) of each pretrained model on the target corpora
+    (lower is better on both axes: the best models sit at the lower left), a large marker at each model's mean
+    over the corpora and small ones per corpus.  ``points``: the records of
+    :func:`harness.ablation.layouts.alignment.alignment_points`."""
+    fig = _new_figure(5.5, 4.5, dpi)
+    ax = fig.subplots()
+    for i, p in enumerate(points):
+        values = list(p["corpora"].values())
+        colour = f"C{i}"
+        ax.scatter([u for _, u in values], [a for a, _ in values], color=colour, s=10, alpha=0.4)
+        ax.scatter([float(np.mean([u for _, u in values]))], [float(np.mean([a for a, _ in values]))],
+                   color=colour, s=70, marker="o", edgecolor="black", label=p["label"])
+    ax.set_xlabel(r"$\ell_{uniform}$")
+    ax.set_ylabel(r"$\ell_{align}$")
+    ax.legend(fontsize=7)
+    ax.set_title(title or "Alignment and uniformity before fine-tuning")
+    return fig
