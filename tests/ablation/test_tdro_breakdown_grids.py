@@ -24,6 +24,7 @@ from harness.ablation.axes import replicates, suite_systems
 from harness.ablation.layout import load_layout, render_layout
 from harness.ablation.paths import SUMMARY_FILE, cell_result_dir, report_dir
 from harness.data.run import Run
+from harness.encoders.known import find_known_model
 from harness.evaluation_result import EvaluationResult
 from harness.protocol import ProtocolCard
 from harness.store import write_result
@@ -170,3 +171,15 @@ def test_breakdown_grid_blocks_and_printed_rows(finished, name: str) -> None:
             assert [row.cells[k].value for k, _, _ in columns] == pytest.approx(printed[f"{name_}/{key}"])
     text = render_markdown(grid)
     assert "Llama3-8B" in text and "Table " + str(table) in text
+
+
+def test_table4_e5_mistral_star_is_said_not_released() -> None:
+    """Table 4's E5-Mistral* BeIR score is E5-Mistral without GPT data (the caption), a model not released: the
+    printed row's label and the public checkpoint's registry card say so, and the row is the public model's."""
+    layout = load_layout(load_suite("tdro"), "paper", "table4")
+    star = next(g for g in layout.rows if g.reported is not None and g.reported.reported.row == "E5-Mistral*")
+    assert "not released" in star.reported.label and "without GPT data" in star.reported.label
+    card = find_known_model("intfloat/e5-mistral-7b-instruct")
+    assert card is not None and "000/table4:E5-Mistral*" in card.papers
+    assert "not released" in card.notes and "GPT-synthesised" in card.notes
+    assert "with GPT data" in load_suite("tdro").variant("e5-mistral").label
