@@ -125,3 +125,25 @@ def alignment_uniformity_figure(points: list[dict], title: str | None = None, *,
     ax.legend(fontsize=7)
     ax.set_title(title or "Alignment and uniformity before fine-tuning")
     return fig
+
+
+def score_size_figure(printed: list[dict], ours: list[dict], *, ylabel: str, title: str | None = None,
+                      dpi: int = 100):
+    """Paper 001 Figure 1: each system's score against its parameter count (log x axis); crosses the printed
+    systems, filled markers ours.  ``printed`` / ``ours``: records ``{label, size, score}`` of
+    :func:`harness.ablation.layouts.score_size.score_size_points`."""
+    fig = _new_figure(6.0, 4.2, dpi)
+    ax = fig.subplots()
+    for points, marker, colour, name in ((printed, "x", "C0", "printed"), (ours, "o", "C3", "ours")):
+        if not points:
+            continue
+        ax.scatter([p["size"] for p in points], [p["score"] for p in points], s=30, marker=marker, color=colour,
+                   label=name)
+        for p in points:
+            ax.annotate(p["label"], (p["size"], p["score"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_xlabel("parameters (log scale)")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=7)
+    ax.set_title(title or "Score against model size")
+    return fig
