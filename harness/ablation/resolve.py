@@ -10,6 +10,9 @@
   (``WorldSpec.<preset>()``, seed 0), generated into the cache on first use;
 * model ``synthetic:<preset>/tiny-bert`` or ``.../tiny-decoder``: a tiny random model
   whose tokenizer covers that world's vocabulary (cached, deterministic).
+
+Run keys do not hold the real paths: ``harness.method.train_run_config`` writes a path under one of these
+roots back as ``{shared}/...``, ``{cache}/...`` or ``{<name>}/...`` (``harness.method.portable``).
 """
 from __future__ import annotations
 
@@ -19,15 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
+from harness.method.portable import shared_root  # the one definition of {shared}: run keys invert it
 from harness.synthetic import world_dir
 from harness.synthetic.refs import SYNTHETIC_PREFIX, TINY_MODEL_KINDS, resolve_synthetic_model  # noqa: F401
 from harness.synthetic.refs import world_spec as _world_spec
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def shared_root() -> Path:
-    return Path(os.environ.get("HARNESS_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
 
 
 def synthetic_world(preset: str) -> Path:

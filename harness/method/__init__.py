@@ -77,6 +77,7 @@ import numpy as np
 
 from harness.errors import ConfigError
 from harness.keys import content_key
+from harness.method.portable import portable_paths
 from harness.recipe import NoOptions, Preset, declaration_from_defaults, validate_options
 from harness.recipe import defaults as recipe_defaults
 from harness.registry import Registry
@@ -378,8 +379,10 @@ def register_method(name: str) -> Callable[[type[Method]], type[Method]]:
 
 def train_run_config(method: str, spec: TrainSpec, data_fingerprint: str | None) -> dict[str, Any]:
     """What identifies a training run: its content key is ``content_key`` of this.  Suite cells and
-    method dependencies (``Method.run_key``) use the same config, so they share runs."""
-    config: dict[str, Any] = {"method": method, "spec": spec.result_dict(), "data": data_fingerprint}
+    method dependencies (``Method.run_key``) use the same config, so they share runs.  Paths under a data
+    root stand as ``{shared}/...``, ``{cache}/...`` (:func:`harness.method.portable.portable_paths`): the
+    same run elsewhere (another machine, clone or cache folder) has the same key."""
+    config: dict[str, Any] = {"method": method, "spec": portable_paths(spec.result_dict()), "data": data_fingerprint}
     revision = _method_revision(method)
     if revision > 1:            # only revised methods carry it, so every other key stays as it was
         config["revision"] = revision
