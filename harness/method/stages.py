@@ -29,6 +29,7 @@ from harness.io import atomic_write_json
 from harness.io.claims import claim
 from harness.keys import content_key
 from harness.method.compose import Composed, compose
+from harness.method.portable import portable_paths
 from harness.train.outdir import DEPS_DIR, check_training_folder
 from harness.train.result import DONE_FILE, Checkpoint
 from harness.train.stages import DataStage, Stage, StageResult
@@ -63,7 +64,8 @@ def stage_key(owner: Method, stage: Stage | DataStage, data_fingerprint: str | N
     a data stage's key over its owner, name, config and the data."""
     if isinstance(stage, Stage):
         return owner.run_key(stage.method, stage.spec, data_fingerprint)
-    config: dict[str, Any] = {"owner": owner.name, "stage": stage.name, "config": dict(stage.config),
+    # the config as portable paths (harness.method.portable): a data stage keys like a training run
+    config: dict[str, Any] = {"owner": owner.name, "stage": stage.name, "config": portable_paths(dict(stage.config)),
                               "data": data_fingerprint}
     if owner.revision > 1:
         config["revision"] = owner.revision

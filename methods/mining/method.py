@@ -60,6 +60,7 @@ from harness.io.claims import claim
 from harness.io.paths import check_component
 from harness.keys import content_key
 from harness.method import Method, register_method
+from harness.method.portable import portable_paths
 from harness.recipe import BaseLossOptions, option
 from harness.retrieval.bm25 import resolve_language
 from harness.retrieval.pool import FUSIONS, CandidatePool, DenseSource, named_sources
@@ -326,7 +327,9 @@ class Mined(Method):
     # ------------------------------------------------------------------ stage 1: mining
     def _pool(self, src: TrainingSource, root: Path, mining: Mapping[str, Any]) -> tuple[Path, Path, str]:
         """The folder, rows file and key of one source's mined pool under ``root``."""
-        key = content_key({"format": self.revision, "source": src.fingerprint, "name": src.name, "mining": mining})
+        # portable: the same pool wherever the corpus lies (the settings hold its resolved path)
+        key = content_key({"format": self.revision, "source": src.fingerprint, "name": src.name,
+                           "mining": portable_paths(dict(mining))})
         folder = root / key
         # the pool's files are named after the source (a domains.json key, a data entry's name): one component
         return folder, folder / f"{check_component(src.name, 'training source name')}.jsonl", key

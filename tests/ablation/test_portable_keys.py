@@ -112,3 +112,43 @@ def test_portable_paths_writes_roots_as_placeholders(clean_env, tmp_path):
     for written in ("{shared}/scifact/corpus.jsonl", "index:{shared}/train-multidomain/miracl_train_index.tsv",
                     "fasttext12:{tdro_data}/fasttext/dbpedia.bin,{tdro_data}/fasttext/yahoo_answers.bin"):
         assert substitute(written) != written and portable_paths(substitute(written)) == written
+
+
+def _mined_stage_keys(scale: str) -> dict[str, str]:
+    from harness.method import get_method
+    from harness.method.stages import stage_key
+    from harness.train.stages import DataStage
+
+    out = {}
+    for cell in expand_train_cells(load_suite("mining"), scale, load_data=False):
+        if not cell.trains:
+            continue
+        method = get_method(cell.method)
+        for stage in method.stages(cell.train_spec):
+            if isinstance(stage, DataStage):
+                out[cell.system] = stage_key(method, stage, cell.data_fingerprint)
+    return out
+
+
+def test_the_mined_pool_stage_keys_equal_under_two_shared_roots(clean_env, tmp_path):
+    """The mining data stage holds the corpus path in its config: its key (the cells/mined folder) must not
+    follow the root either, or a moved checkout re-mines every pool."""
+    by_root = []
+    for name in ("one", "two"):
+        clean_env.setenv("HARNESS_SHARED_DATA", str(tmp_path / name / "data"))
+        by_root.append(_mined_stage_keys("small"))
+    assert by_root[0] == by_root[1] and len(by_root[0]) > 20
+    # and each source's pool folder inside the stage (its key holds the mining settings, corpus path included)
+    from types import SimpleNamespace
+
+    from harness.method import get_method
+
+    source = SimpleNamespace(fingerprint="f" * 16, name="scifact")
+    keys = []
+    for name in ("one", "two"):
+        clean_env.setenv("HARNESS_SHARED_DATA", str(tmp_path / name / "data"))
+        corpus = str(tmp_path / name / "data" / "scifact" / "corpus.jsonl")
+        keys.append(get_method("mined")._pool(source, tmp_path, {"corpus": {"scifact": corpus}})[2])
+    assert keys[0] == keys[1]
+    other = str(tmp_path / "two" / "data" / "other" / "corpus.jsonl")
+    assert get_method("mined")._pool(source, tmp_path, {"corpus": {"scifact": other}})[2] != keys[1]
