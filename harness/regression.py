@@ -39,6 +39,7 @@ from harness.errors import ConfigError, InputError
 from harness.io import OutputExistsError, atomic_write
 from harness.io.paths import check_component, child_of
 from harness.io.results_layout import MANIFEST_FILE
+from harness.method.portable import shared_root
 from harness.store import git_commit, is_result_dir, load_result
 
 EXACT_DECIMALS = 4
@@ -62,9 +63,9 @@ def expected_dir() -> Path:
 
 
 def default_shared_root() -> Path:
-    """The real-data root substituted for ``{shared}``: ``$HARNESS_SHARED_DATA`` or ``../shared/data``."""
-    env = os.environ.get("HARNESS_SHARED_DATA")
-    return Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    """The real-data root substituted for ``{shared}``: ``$HARNESS_SHARED_DATA`` or ``../shared/data`` (the one
+    definition, :func:`harness.method.portable.shared_root`)."""
+    return shared_root()
 
 
 @dataclass

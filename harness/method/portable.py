@@ -28,7 +28,8 @@ _VARIABLE = re.compile(r"HARNESS_([A-Z][A-Z0-9_]*)")
 def shared_root() -> Path:
     """The real-data root ``{shared}`` stands for: ``$HARNESS_SHARED_DATA`` or ``../shared/data`` beside the
     repository."""
-    return Path(os.environ.get("HARNESS_SHARED_DATA", _REPO_ROOT.parent / "shared" / "data"))
+    given = os.environ.get("HARNESS_SHARED_DATA")
+    return Path(given) if given else _REPO_ROOT.parent / "shared" / "data"
 
 
 def data_roots() -> dict[str, str]:
