@@ -183,3 +183,24 @@ def test_table4_e5_mistral_star_is_said_not_released() -> None:
     assert card is not None and "000/table4:E5-Mistral*" in card.papers
     assert "not released" in card.notes and "GPT-synthesised" in card.notes
     assert "with GPT data" in load_suite("tdro").variant("e5-mistral").label
+
+
+REFERENCES = {9: ["BM25", "mContriever", "mE5-large-inst", "E5-Mistral"],
+              10: ["BM25", "mContriever", "mE5-large-inst", "E5-Mistral-7b"],
+              11: ["BM25", "Contriever", "mE5-large-inst", "E5-Mistral-7b"]}
+
+
+@pytest.mark.parametrize("name", sorted(GRIDS))
+def test_the_per_backbone_tables_print_the_reference_retrievers(finished_1_8b, name: str) -> None:
+    """Tables 9-11 print four reference retrievers above the backbones; they belong to no backbone (not a grid
+    block), so each backbone's own table shows them, printed, beside ours."""
+    suite, root, _ = finished_1_8b
+    table, _, _ = GRIDS[name]
+    shown = render_layout(suite, "paper-1.8b", root, name.removesuffix("-grid"))
+    group = f"Reference retrievers (paper 000, Tab. {table})"
+    rows = [r for r in shown.rows if r.group == group]
+    keys, printed = transcribed(table)
+    assert len(rows) == 4
+    first = shown.columns[0].key
+    for row, ref in zip(rows, REFERENCES[table]):
+        assert row.cells[first].value == pytest.approx(printed[ref][0])
