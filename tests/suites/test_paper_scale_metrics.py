@@ -34,7 +34,7 @@ def tdro_plan(tmp_path_factory) -> dict:
 
 def test_tdro_paper_dry_run_lists_every_paper_000_metric(tdro_plan):
     bench = {b["id"]: b for b in tdro_plan["benchmarks"]}
-    assert tdro_plan["scale"] == "paper" and len(tdro_plan["cells"]) == 16 and tdro_plan["estimated_gpu_hours"] > 40
+    assert tdro_plan["scale"] == "paper" and len(tdro_plan["cells"]) == 17 and tdro_plan["estimated_gpu_hours"] > 40
     miracl = [lang for lang in MIRACL_LANGUAGES if f"miracl-{lang}" in bench]
     assert len(miracl) == 18
     for lang in miracl:
