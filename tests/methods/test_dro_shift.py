@@ -202,3 +202,33 @@ def test_alignment_and_uniformity_by_hand():
     expected = np.log((2 * np.exp(-4.0) + np.exp(-8.0)) / 3)
     assert uniformity([[2.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]) == pytest.approx(expected)
     assert uniformity([[1.0, 0.0], [1.0, 0.0]]) == pytest.approx(0.0)            # collapsed: the maximum
+
+
+def test_both_table6_gaps_each_beside_its_printed_column(tmp_path, unigram_cache):
+    """The coco_dr suite's two gaps (ANCE from BERT-base and from coCondenser, each minus BM25): gap k is its own dense
+    row minus BM25 and stands beside its own printed column of Table 6."""
+    raw = json.loads(json.dumps(SUITE))
+    raw["variants"].insert(1, {"id": "ance-bert", "label": "ANCE (BERT-base)", "method": "uniform"})
+    raw["table"]["layouts"]["shift"]["options"]["gaps"] = [
+        {"dense": "ance-bert", "sparse": "bm25", "label": "ANCE (BERT-base) - BM25", "printed": "ance-bert-vs-bm25"},
+        {"dense": "dense", "sparse": "bm25", "label": "ANCE (coCondenser) - BM25",
+         "printed": "ance-cocondenser-vs-bm25"}]
+    suite = parse_suite(raw, Path("shift.yaml"))
+    root = _finished(tmp_path)
+    ance_bert = {"syn": np.linspace(0.0, 0.5, 6), "cjk": np.full(6, 0.05)}
+    report = report_dir(root, "shift", "tiny")
+    summary = json.loads((report / SUMMARY_FILE).read_text(encoding="utf-8"))
+    summary["cells"].append({"variant": "ance-bert", "key": "ka"})
+    (report / SUMMARY_FILE).write_text(json.dumps(summary), encoding="utf-8")
+    for bench, values in ance_bert.items():
+        write_result(cell_result_dir(report, "ance-bert", bench), run=Run.from_arrays(QIDS[:1], ["d1"], [1.0]),
+                     evaluation=EvaluationResult(QIDS, {"ndcg@10": values}),
+                     card=ProtocolCard(suite="synthetic", dataset=bench, metrics=("ndcg@10",)), manifest={})
+    table = render_layout(suite, "tiny", root, "shift")
+    for row, bench, printed in zip(table.rows, ("syn", "cjk"), ((0.117, 0.174), (-0.158, -0.092))):
+        bm25 = SCORES[("bm25", bench)].mean()
+        assert row.cells["gap0"].value == pytest.approx(ance_bert[bench].mean() - bm25)
+        assert row.cells["gap1"].value == pytest.approx(SCORES[("dense", bench)].mean() - bm25)
+        assert (row.cells["gap0-printed"].value, row.cells["gap1-printed"].value) == pytest.approx(printed)
+    figure = layout_figure(suite, "tiny", root, "shift")
+    assert len(figure.axes) == 2

@@ -14,7 +14,7 @@ from harness.method import get_method, train_run_config
 ROWS = ["baseline", "coco", "idro", "coco-idro", "coco-groupdro", "coco-greedy", "coco-idro-paper"]
 COCO_ROWS = [r for r in ROWS if r.startswith("coco")]
 # paper 001 Table 2's Condenser column, the released checkpoints evaluated as they are (Table 1), BM25 (Table 6)
-EXTRA_ROWS = ["condenser", "released-base", "released-large", "bm25"]
+EXTRA_ROWS = ["condenser", "ance-bert", "released-base", "released-large", "bm25"]
 
 
 @pytest.mark.parametrize("scale", ["tiny", "small", "paper", "paper-large"])
@@ -25,6 +25,11 @@ def test_rows_cells_and_one_shared_coco_run(scale):
     assert len({cells[v].key for v in ROWS}) == len(ROWS)
     # the Condenser row is the baseline's cell except at paper scale (Luyu/condenser; no BERT-large Condenser)
     assert (cells["condenser"].key == cells["baseline"].key) == (scale != "paper")
+    # Table 6's ANCE from BERT-base: the baseline's cell except at paper scale (bert-base-uncased, no DRO, no COCO)
+    assert (cells["ance-bert"].key == cells["baseline"].key) == (scale != "paper")
+    if scale == "paper":
+        assert cells["ance-bert"].model == "bert-base-uncased" and cells["ance-bert"].method == "dro-erm"
+        assert cells["ance-bert"].spec.method_options.get("coco") is None
     # the released checkpoints: untrained evaluations, the hub models at paper scale, one shared MiniLM cell below
     released = [cells["released-base"], cells["released-large"]]
     assert all(c.method == "none" and c.spec is None for c in released)
@@ -107,17 +112,20 @@ def test_paper_dry_runs_print_the_plan_with_gpu_hours(tmp_path, capsys, monkeypa
     monkeypatch.delenv("HARNESS_COCODR_EVAL", raising=False)
     assert main(["run", "coco_dr", "--scale", "paper", "--dry-run", "--results-root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    # 11 cells: BM25 (Table 6's sparse side) is an untrained one
-    assert "11 training cells x 31 benchmarks" in out and "{cocodr_data}" in out
+    # 12 cells: BM25 (Table 6's sparse side) is an untrained one, ANCE from BERT-base (Table 6) a trained one
+    assert "12 training cells x 31 benchmarks" in out and "{cocodr_data}" in out
     lines = out.splitlines()
     coco = [line for line in lines if "<- COCO pretraining (coco): method=coco" in line]
     assert len(coco) == 1 and "steps=200000 batch=1600" in coco[0] and "lr=0.0001" in coco[0] and "GPU-h" in coco[0]
     assert sum("<- COCO pretraining (coco): key=" in line and "shared with" in line for line in lines) == 4
     warm = [line for line in lines if "<- BM25 warm-up (dro-erm): method=dro-erm" in line]
-    # three warm-ups: from COCO (the +COCO rows), from coCondenser (the other rows), from Condenser (condenser)
-    assert len(warm) == 3 and all("steps=51270 batch=2048" in w and "GPU-h" in w for w in warm)
+    # four warm-ups: from COCO (the +COCO rows), from coCondenser (the other rows), from Condenser (condenser) and
+    # from BERT-base (ance-bert)
+    assert len(warm) == 4 and all("steps=51270 batch=2048" in w and "GPU-h" in w for w in warm)
     condenser = next(line for line in lines if line.strip().startswith("condenser "))
     assert "model=Luyu/condenser steps=135000 batch=512" in condenser
+    ance = next(line for line in lines if line.strip().startswith("ance-bert "))
+    assert "model=bert-base-uncased steps=135000 batch=512" in ance
     baseline = next(line for line in lines if line.strip().startswith("baseline "))
     assert "model=Luyu/co-condenser-marco steps=135000 batch=512" in baseline and "GPU-h" in baseline
     assert "checkpoints=0,45000,90000" in baseline and "lengths=64/256" in baseline
@@ -125,7 +133,8 @@ def test_paper_dry_runs_print_the_plan_with_gpu_hours(tmp_path, capsys, monkeypa
     assert 100 < base < 400
     assert main(["run", "coco_dr", "--scale", "paper-large", "--dry-run", "--results-root", str(tmp_path)]) == 0
     large = capsys.readouterr().out
-    assert "model=bert-large-uncased" in large and 1.3 * base < gpu_hours(large) < 2.5 * base
+    # BERT-large costs more although paper scale trains one row more (ance-bert shares the baseline's cell at large)
+    assert "model=bert-large-uncased" in large and 1.15 * base < gpu_hours(large) < 2.5 * base
     assert not list(tmp_path.iterdir())                                         # a dry run writes nothing
 
 
