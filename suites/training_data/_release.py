@@ -1,4 +1,4 @@
-"""Readers shared by the recipes: the sentence-transformers release rows, eval queries, text normalising.
+"""Readers shared by the recipes: the sentence-transformers release rows, eval queries, text normalising, option lists.
 
 sentence-transformers/embedding-training-data (the source of most sets of papers 000 and 003) stores
 one JSON value per line of a ``.jsonl.gz`` file, in five shapes (the dataset card, "Data Format"):
@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.data.builders import iter_release_jsonl, iter_tsv
-from harness.errors import InputError
+from harness.errors import ConfigError, InputError
+from suites.groupings import MIRACL_WITH_TRAINING
 
 
 def _texts(value: Any, path: Path, line: int, what: str) -> list[str]:
@@ -98,3 +99,14 @@ def read_eval_queries(path: Path) -> list[tuple[str, Path, int]]:
 def passage(title: str, text: str) -> str:
     """``title text`` as :meth:`harness.data.beir.Corpus.passages` joins them."""
     return f"{title} {text}".strip() if title else text.strip()
+
+
+def miracl_training_languages(value: object, recipe: str) -> tuple[str, ...]:
+    """A recipe's comma-separated ``languages`` option, each one of MIRACL's 16 languages with a training split
+    (``suites.groupings.MIRACL_WITH_TRAINING``: no de, yo); an empty list or another code is refused, naming it."""
+    langs = tuple(x.strip() for x in str(value).split(",") if x.strip())
+    unknown = [x for x in langs if x not in MIRACL_WITH_TRAINING]
+    if unknown or not langs:
+        raise ConfigError(f"{recipe}: not a MIRACL language with a training split: "
+                          f"{', '.join(unknown) or '(none given)'}; languages: {', '.join(MIRACL_WITH_TRAINING)}")
+    return langs

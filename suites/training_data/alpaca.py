@@ -46,6 +46,7 @@ from harness.data.builders import (
 )
 from harness.errors import ConfigError, InputError
 from suites.groupings import MIRACL_WITH_TRAINING
+from suites.training_data._release import miracl_training_languages
 
 _CODE = "xir_BDUMDR Src/LLM_generation/translate.py"
 ALPACA_URL = "https://raw.githubusercontent.com/tatsu-lab/stanford_alpaca/main/alpaca_data.json"
@@ -156,12 +157,7 @@ class MiftAlpacaRecipe(DataRecipe):
     }
 
     def languages(self, options: dict[str, Any]) -> tuple[str, ...]:
-        langs = tuple(x.strip() for x in str(options["languages"]).split(",") if x.strip())
-        unknown = [x for x in langs if x not in MIRACL_WITH_TRAINING]
-        if unknown or not langs:
-            raise ConfigError(f"mift-alpaca: not a MIRACL training language: {', '.join(unknown) or '(none given)'};"
-                              f" languages: {', '.join(MIRACL_WITH_TRAINING)}")
-        return langs
+        return miracl_training_languages(options["languages"], "mift-alpaca")
 
     def check_options(self, options: dict[str, Any]) -> None:
         self.languages(options)

@@ -38,7 +38,7 @@ from harness.data.builders import (
 from harness.errors import ConfigError, InputError
 from suites.benchmarks.miracl import CORPUS_SHARDS
 from suites.groupings import MIRACL_WITH_TRAINING
-from suites.training_data._release import passage
+from suites.training_data._release import miracl_training_languages, passage
 
 LICENCE = "MIRACL: Apache-2.0; Wikipedia text CC BY-SA"
 
@@ -81,12 +81,7 @@ class MiningRecipe(DataRecipe):
     }
 
     def languages(self, options: dict[str, Any]) -> list[str]:
-        langs = [x.strip() for x in str(options["languages"]).split(",") if x.strip()]
-        unknown = [x for x in langs if x not in CORPUS_SHARDS]
-        if unknown or not langs:
-            raise ConfigError(f"mining: MIRACL has no training split for {', '.join(unknown) or '(none given)'}; "
-                              f"languages: {', '.join(MIRACL_WITH_TRAINING)}")
-        return langs
+        return list(miracl_training_languages(options["languages"], "mining"))
 
     def check_options(self, options: dict[str, Any]) -> None:
         self.languages(options)

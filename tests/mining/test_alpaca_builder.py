@@ -107,7 +107,7 @@ def test_missing_translations_offline_say_they_are_not_public(tmp_path: Path) ->
 
 
 def test_unknown_language_option_is_refused() -> None:
-    with pytest.raises(ConfigError, match="not a MIRACL training language: de"):
+    with pytest.raises(ConfigError, match="not a MIRACL language with a training split: de"):
         get_recipe("mift-alpaca").parse_options({"languages": "sw,de"})
 
 
@@ -122,3 +122,15 @@ def test_english_json_array_entries_carry_their_lines(tmp_path: Path) -> None:
     with pytest.raises(InputError) as bad:
         read_instruction_rows(tmp_path / "a.json")
     assert bad.value.line == 8 and "malformed JSON" in bad.value.problem
+
+
+@pytest.mark.parametrize("recipe", ["mift-alpaca", "mining"])
+@pytest.mark.parametrize("value,named", [("de", "de"), ("sw, yo ,te", "yo"), (" , ", "(none given)")])
+def test_both_miracl_recipes_check_their_languages_alike(recipe, value, named):
+    """One rule for the two recipes' ``languages`` option: MIRACL's 16 languages with a training split."""
+    from suites.training_data._release import miracl_training_languages
+
+    with pytest.raises(ConfigError, match=rf"^{recipe}: not a MIRACL language with a training split: "
+                                          rf"{named.replace('(', '[(]').replace(')', '[)]')};"):
+        get_recipe(recipe).parse_options({"languages": value})
+    assert miracl_training_languages(" sw,te ", recipe) == ("sw", "te")
