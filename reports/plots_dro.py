@@ -127,6 +127,31 @@ def alignment_uniformity_figure(points: list[dict], title: str | None = None, *,
     return fig
 
 
+def coco_gain_figure(points: dict, title: str | None = None, *, dpi: int = 100):
+    """Paper 001 Figure 5(a): per target task, the relative reduction of COCO's contrastive loss by COCO
+    pretraining (x, %) against the relative zero-shot gain (y, %), one labelled point each, with a least-squares
+    line when there are at least two tasks.  ``points``: the record of
+    :func:`harness.ablation.layouts.coco_gain.coco_gain_points`."""
+    fig = _new_figure(6.0, 4.5, dpi)
+    ax = fig.subplots()
+    tasks = [t for t in points["tasks"] if np.isfinite(t["reduction"]) and np.isfinite(t["gain"])]
+    x = np.array([100.0 * t["reduction"] for t in tasks])
+    y = np.array([100.0 * t["gain"] for t in tasks])
+    ax.scatter(x, y, s=30, color="C0", label=f"tasks (n = {len(tasks)})")
+    for t, xi, yi in zip(tasks, x, y):
+        ax.annotate(t["label"], (xi, yi), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    if len(tasks) >= 2 and np.ptp(x) > 0:
+        slope, intercept = np.polyfit(x, y, 1)
+        grid = np.linspace(x.min(), x.max(), 2)
+        ax.plot(grid, slope * grid + intercept, color="C3", lw=1.0, label="least-squares fit")
+    ax.axhline(0.0, color="grey", lw=0.6)
+    ax.set_xlabel("reduction of the COCO contrastive loss (%)")
+    ax.set_ylabel(f"zero-shot {points['metric']} gain (%)")
+    ax.legend(fontsize=7)
+    ax.set_title(title or "COCO: contrastive-loss reduction against zero-shot gain")
+    return fig
+
+
 def score_size_figure(printed: list[dict], ours: list[dict], *, ylabel: str, title: str | None = None,
                       dpi: int = 100):
     """Paper 001 Figure 1: each system's score against its parameter count (log x axis); crosses the printed

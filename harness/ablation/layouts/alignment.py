@@ -65,15 +65,8 @@ class AlignmentUniformityLayout(LayoutKind):
         encoders = layout.options.get("encoders")
         if not isinstance(encoders, list) or not encoders:
             raise ConfigError(f"{where}: 'encoders' must be a non-empty list of {{label, variant, stage, point}}")
-        variants = {v.id for v in suite.variants}
         for entry in encoders:
-            if not isinstance(entry, dict) or set(entry) - set(ENCODER_KEYS) or "variant" not in entry:
-                raise ConfigError(f"{where}: an encoder is {{label, variant, stage, point}}, got {entry!r}")
-            if entry["variant"] not in variants:
-                raise ConfigError(f"{where}: encoder variant {entry['variant']!r} is not a variant")
-            if entry.get("point", "end") not in POINTS:
-                raise ConfigError(f"{where}: encoder point must be one of {', '.join(POINTS)}, got "
-                                  f"{entry.get('point')!r}")
+            check_encoder_entry(entry, suite, where)
         config = suite.scale(scale)
         names = {b.id for b in config.benchmarks} | set(config.aggregates)
         for col in layout.columns:
@@ -95,6 +88,17 @@ class AlignmentUniformityLayout(LayoutKind):
 
         return alignment_uniformity_figure(alignment_points(suite, scale, results_root, layout),
                                            title=layout.caption or None)
+
+
+def check_encoder_entry(entry: Any, suite: AblationSuite, where: str) -> None:
+    """Refuse (ConfigError naming ``where``) an encoder entry that is not ``{label, variant, stage, point}`` of a
+    declared variant."""
+    if not isinstance(entry, dict) or set(entry) - set(ENCODER_KEYS) or "variant" not in entry:
+        raise ConfigError(f"{where}: an encoder is {{label, variant, stage, point}}, got {entry!r}")
+    if entry["variant"] not in {v.id for v in suite.variants}:
+        raise ConfigError(f"{where}: encoder variant {entry['variant']!r} is not a variant")
+    if entry.get("point", "end") not in POINTS:
+        raise ConfigError(f"{where}: encoder point must be one of {', '.join(POINTS)}, got {entry.get('point')!r}")
 
 
 def encoder_model(suite: AblationSuite, scale: str, results_root: str | Path, entry: dict[str, Any],
@@ -124,7 +128,7 @@ def encoder_model(suite: AblationSuite, scale: str, results_root: str | Path, en
     return str(Checkpoint.load(train_cell_dir(results_root, key)).path), spec
 
 
-def _corpus_texts(suite: AblationSuite, scale: str, name: str) -> list[str]:
+def corpus_texts(suite: AblationSuite, scale: str, name: str) -> list[str]:
     """The documents (title + text) of a benchmark, or pooled over an aggregate's benchmarks."""
     config = suite.scale(scale)
     refs = {b.id: b for b in config.benchmarks}
@@ -133,6 +137,24 @@ def _corpus_texts(suite: AblationSuite, scale: str, name: str) -> list[str]:
     for leaf in leaves:
         texts += load_benchmark_ref(refs[leaf], suite.metrics).dataset.corpus.passages()
     return texts
+
+
+def corpus_span_pairs(suite: AblationSuite, scale: str, corpora: list[str], model: str, opts: dict[str, Any], *,
+                      documents: int) -> dict[str, tuple[list[str], list[str]]]:
+    """``{corpus: (first spans, second spans)}``: COCO's positive pairs of each corpus
+    (:func:`methods.dro_shift.span_pairs`), chunked with ``model``'s tokenizer so that every encoder sees the same
+    spans; ``opts``: the layout's ``documents`` (default ``documents``), ``span_tokens`` (30), ``early_close``
+    (0.1) and ``seed`` (0)."""
+    from transformers import AutoTokenizer  # lazy (start-up speed)
+
+    from harness.encoders.refs import resolve_model
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(model)[0])
+    return {name: dro_shift.span_pairs(corpus_texts(suite, scale, name), tokenizer,
+                                       documents=int(opts.get("documents", documents)),
+                                       span_tokens=int(opts.get("span_tokens", 30)),
+                                       early_close=float(opts.get("early_close", 0.1)), seed=int(opts.get("seed", 0)))
+            for name in corpora}
 
 
 def alignment_points(suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout
@@ -148,18 +170,8 @@ def alignment_points(suite: AblationSuite, scale: str, results_root: str | Path,
     max_length = int(opts.get("max_length", 128))
     encoders = [load_encoder(model, pooling=getattr(spec, "pooling", None), doc_max_length=max_length,
                              query_max_length=max_length) for model, spec in models]
-    from transformers import AutoTokenizer  # lazy (start-up speed)
-
-    from harness.encoders.refs import resolve_model
-
-    # one chunking for every encoder (the first one's tokenizer): they all see the same spans
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model(models[0][0])[0])
-    pairs = {}
-    for name in dict.fromkeys(c.benchmark for c in layout.columns):
-        pairs[name] = dro_shift.span_pairs(
-            _corpus_texts(suite, scale, name), tokenizer, documents=int(opts.get("documents", 1000)),
-            span_tokens=int(opts.get("span_tokens", 30)), early_close=float(opts.get("early_close", 0.1)),
-            seed=int(opts.get("seed", 0)))
+    pairs = corpus_span_pairs(suite, scale, list(dict.fromkeys(c.benchmark for c in layout.columns)), models[0][0],
+                              opts, documents=1000)
     out = []
     for entry, (model, _), encoder in zip(_encoders(layout), models, encoders):
         label = str(entry.get("label") or f"{entry['variant']} {entry.get('stage') or ''} {entry.get('point', 'end')}")
