@@ -38,3 +38,13 @@ def test_paper_only_layout_is_refused_by_name_at_tiny() -> None:
     """Left out of the plan check, but asking for it at a scale without columns still says why."""
     with pytest.raises(ConfigError, match="has no columns at scale 'tiny'"):
         load_layout(load_suite("coco_dr"), "tiny", "table1")
+
+
+SMOKE_SUITES = [name for name in SUITES if "smoke" in load_suite(name).scales]
+
+
+@pytest.mark.parametrize("name", SMOKE_SUITES)
+def test_smoke_scale_passes_the_plan_check_offline(name: str) -> None:
+    """A smoke scale runs the paper recipe on stand-ins with no hub: every paper model a smoke cell or stage would
+    load has a stand-in (coco_dr's ance-bert row once named bert-base-uncased without one)."""
+    validate_plan(load_suite(name), "smoke", check_resources=True, build_specs=True)
