@@ -98,6 +98,8 @@ class Recomputer:
         return self.spec.rows[i].derive is not None or self.spec.columns[j].derive is not None
 
     def _eps(self, printed: Printed) -> Decimal:
+        if self.spec.counts:        # exact counts (paper 004 Tables 10, 13): a printed input is not rounded
+            return Decimal(0)
         return _half_unit(max(printed.decimals or 0, self.spec.verify_decimals))
 
     def value(self, i: int, j: int) -> Computed:
@@ -175,7 +177,7 @@ def _check(spec: TableSpec, row: RowSpec, column_key: str, part: str, printed_te
     decimals = max(printed_decimals or 0, spec.verify_decimals)
     printed = exact(printed_value)
     difference = computed.value - printed
-    strict = _half_unit(decimals) + TINY
+    strict = (Decimal(0) if spec.counts else _half_unit(decimals)) + TINY
     tolerance = strict + computed.epsilon
     shown = render(computed.value, printed_decimals or 0)
     rendered_differs = shown != render(printed, printed_decimals or 0)

@@ -23,6 +23,8 @@ GAP = "?"                              # the paper prints something the text ext
 DEFAULT_MARKS = ("*", "∗", "†", "‡", "§", "¶", "#", "♭", "♮", "♯")
 
 _NUMBER = r"[+-]?\d+(?:\.\d+)?"
+# a printed value may group its thousands with commas ("40,203", paper 004 Tables 10 and 13)
+_GROUPED = r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,7 @@ class TableSpec:
     rows: tuple[RowSpec, ...]
     path: Path
     best_along: str = "column"     # "row" in tables whose columns are the systems (reports.table.Table)
+    counts: bool = False           # every number is an exact count: verify allows no rounding
 
     def row(self, row_id: str) -> RowSpec:
         return next(r for r in self.rows if r.id == row_id)
@@ -120,7 +123,7 @@ def parse_printed(text: str, marks: tuple[str, ...]) -> Printed:
     if text in DASHES:
         return Printed(text, "dash")
     mark_re = "|".join(re.escape(m) for m in sorted(marks, key=len, reverse=True)) or r"(?!)"
-    pattern = (rf"^(?P<num>{_NUMBER})(?P<marks>(?:{mark_re})*)\s*"
+    pattern = (rf"^(?P<num>{_GROUPED})(?P<marks>(?:{mark_re})*)\s*"
                rf"(?:\(\s*(?P<d1>{_NUMBER})\s*\)|(?P<d2>[+-]\d+(?:\.\d+)?))?$")
     match = re.match(pattern, text)
     if match is None:
@@ -129,7 +132,7 @@ def parse_printed(text: str, marks: tuple[str, ...]) -> Printed:
     found = tuple(re.findall(mark_re, match.group("marks"))) if match.group("marks") else ()
     delta_text = match.group("d1") or match.group("d2")
     return Printed(
-        text, "number", float(num), _decimals(num), found,
+        text, "number", float(num.replace(",", "")), _decimals(num), found,
         None if delta_text is None else float(delta_text), delta_text,
         None if delta_text is None else _decimals(delta_text),
     )
@@ -214,7 +217,7 @@ def _derivation(obj: object, path: Path, line: int, in_row: bool) -> Derivation:
 
 
 _TABLE_KEYS = {"schema", "table", "caption", "source", "decimals", "verify_decimals", "bold_best",
-               "underline_second", "row_header", "legend", "notes", "columns", "rows", "best_along"}
+               "underline_second", "row_header", "legend", "notes", "columns", "rows", "best_along", "counts"}
 _COLUMN_KEYS = {"key", "label", "group", "higher_is_better", "derive"}
 _ROW_KEYS = {"id", "label", "group", "kind", "printed_label", "delta_vs", "derive", "cells"}
 
@@ -281,7 +284,7 @@ def load_table_spec(path: Path, paper: PaperSpec) -> TableSpec:
         decimals=_int(doc, "decimals", path, default=1), verify_decimals=_int(doc, "verify_decimals", path, default=0),
         bold_best=_bool(doc, "bold_best", path, True), underline_second=_bool(doc, "underline_second", path, False),
         row_header=_str(doc, "row_header", path, default=""), legend=legend, notes=tuple(notes),
-        columns=columns, rows=rows, path=path, best_along=best_along,
+        columns=columns, rows=rows, path=path, best_along=best_along, counts=_bool(doc, "counts", path, False),
     )
     _check_references(spec, path)
     return spec

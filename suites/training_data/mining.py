@@ -21,9 +21,13 @@ Release layout read (the hub's, ``miracl/miracl`` and ``miracl/miracl-corpus``):
 """
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from harness.data.builders import (
     BuildContext,
@@ -42,17 +46,42 @@ from suites.training_data._release import miracl_training_languages, passage
 
 LICENCE = "MIRACL: Apache-2.0; Wikipedia text CC BY-SA"
 
-# Paper 004's training-query counts per language: Appendix A Table 10 (MIRACL train, #Q: its 16 languages sum to
-# its total 40,203) and Table 13 (the topic distribution; its topic cells sum to 40,197).  They disagree: id 4,071 vs
-# 4,066 and ja 3,477 vs 3,476 (Table 13 has 6 queries fewer in all); and three of Table 13's printed row totals are
-# not its own cell sums (ar 3,497 for 3,495, fi 2,997 for 2,897, th 3,002 for 2,972 -- the cell sums equal Table
-# 10).  TABLE13_TRAIN_QUERIES holds the cell sums.  The build's stats print both beside the count it built.
-TABLE10_TRAIN_QUERIES = {"ar": 3495, "bn": 1631, "en": 2863, "es": 2162, "fa": 2107, "fi": 2897, "fr": 1143,
-                         "hi": 1169, "id": 4071, "ja": 3477, "ko": 868, "ru": 4683, "sw": 1901, "te": 3452,
-                         "th": 2972, "zh": 1312}
-TABLE13_TRAIN_QUERIES = {"ar": 3495, "bn": 1631, "en": 2863, "es": 2162, "fa": 2107, "fi": 2897, "fr": 1143,
-                         "hi": 1169, "id": 4066, "ja": 3476, "ko": 868, "ru": 4683, "sw": 1901, "te": 3452,
-                         "th": 2972, "zh": 1312}
+# Paper 004's training-query counts per language, read from its transcribed tables (one source of truth:
+# reports/papers/004/table10.yaml and table13.yaml; suites may not import reports, so the files are read here as
+# data): Appendix A Table 10 (MIRACL train, #Q: its 16 languages sum to its total 40,203) and Table 13 (the topic
+# distribution; its topic cells sum to 40,197).  They disagree: id 4,071 vs 4,066 and ja 3,477 vs 3,476 (Table 13
+# has 6 queries fewer in all); and three of Table 13's printed row totals are not its own cell sums (ar 3,497 for
+# 3,495, fi 2,997 for 2,897, th 3,002 for 2,972 -- the cell sums equal Table 10).  TABLE13_TRAIN_QUERIES holds the
+# cell sums.  The build's stats print both beside the count it built.  Both names are read on first use.
+PAPER_004_TABLES = Path(__file__).resolve().parents[2] / "reports" / "papers" / "004"
+
+
+def _count(text: str) -> int:
+    return int(str(text).replace(",", ""))      # printed "3,495"
+
+
+@functools.cache
+def printed_train_queries(table: int) -> dict[str, int]:
+    """Training queries per language as paper 004 prints them: Table 10's Train #Q row (``train-q``), or the sum
+    of a language's topic cells in Table 13 (its base cells; the printed Total column is derived)."""
+    path = PAPER_004_TABLES / f"table{table}.yaml"
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    keys = [c["key"] for c in doc["columns"]]
+    base = [i for i, c in enumerate(doc["columns"]) if "derive" not in c]
+    if table == 10:
+        (row,) = [r for r in doc["rows"] if r["id"] == "train-q"]
+        return {keys[i]: _count(row["cells"][i]) for i in base}
+    if table == 13:
+        return {r["id"]: sum(_count(r["cells"][i]) for i in base) for r in doc["rows"] if "derive" not in r}
+    raise ValueError(f"paper 004 Table {table} prints no training-query counts (Tables 10 and 13 do)")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TABLE10_TRAIN_QUERIES":
+        return printed_train_queries(10)
+    if name == "TABLE13_TRAIN_QUERIES":
+        return printed_train_queries(13)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def topics_file(lang: str) -> str:
@@ -178,8 +207,8 @@ class MiningRecipe(DataRecipe):
         docs = self._passages(lang, ctx)
         stats = {"queries_judged": len(judged["qids"]), "pooled_validation": len(held_out),
                  "validation_fraction": ctx.options["validation_fraction"], "seed": ctx.options["seed"],
-                 "paper_table10_queries": TABLE10_TRAIN_QUERIES.get(lang),
-                 "paper_table13_queries": TABLE13_TRAIN_QUERIES.get(lang)}
+                 "paper_table10_queries": printed_train_queries(10).get(lang),
+                 "paper_table13_queries": printed_train_queries(13).get(lang)}
 
         def rows() -> Iterator[dict[str, Any]]:
             for qid in qids:

@@ -15,7 +15,7 @@ PAPERS = {
 }
 # paper id -> the table numbers transcribed under reports/papers/<id>/
 TRANSCRIBED = {"000": [1, 3, 4, 5, 7, 8, 9, 10, 11], "001": [1, 2, 3, 6, 7], "002": [1, 2, 3, 4], "003": [1, 2],
-               "004": [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 14, 15, 16]}
+               "004": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 13, 14, 15, 16]}
 ALL_TABLES = [(paper, n) for paper, numbers in TRANSCRIBED.items() for n in numbers]
 
 
