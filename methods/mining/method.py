@@ -36,7 +36,9 @@ row) are a global loss scale in either mode: AdamW is invariant to it up to ``ad
 not (METHODS.md 5.5: report that honestly).
 
 Exports (``<run>/method/``): ``mining.json`` (per source: the mining report, the settings and the
-truth statistics) and, with batches or weights, ``batches.json`` (label counts, weight tables).
+truth statistics) and, with batches or weights, ``batches.json`` (label counts, weight tables) and
+``topics.tsv``, the language and topic of every training row the batches used (:data:`TOPICS_FILE`; paper 004
+Table 13 counts them, the layout kind ``topic-distribution``).
 """
 from __future__ import annotations
 
@@ -55,7 +57,7 @@ from harness.data.collections import TrainingData
 from harness.data.training import read_training_rows
 from harness.encoders.cache import cache_root
 from harness.errors import ConfigError
-from harness.io import atomic_write_json
+from harness.io import atomic_write_json, atomic_write_text
 from harness.io.claims import claim
 from harness.io.paths import check_component
 from harness.keys import content_key
@@ -87,6 +89,11 @@ if TYPE_CHECKING:
     from harness.train.api import TrainSpec
 
 log = logging.getLogger(__name__)
+
+# The per-row label assignment a run's batches used (columns: training source, row index in it, the row's
+# query_id where the data has one, language, topic), one line per training row after a header line.
+TOPICS_FILE = "topics.tsv"
+TOPICS_HEADER = ("source", "row", "query_id", "language", "topic")
 
 # Table 7's four compositions: sampler (neither: Tevatron's mix), language (same language only: w/o topic
 # balance), topic (topic balance only: w/o same language), language_topic (both, the full method).
@@ -608,6 +615,16 @@ class Mined(Method):
                                                      for lang in tables["languages"]}
                 tables["mean_weight"] = float(self._weights.mean())
             atomic_write_json(directory / "batches.json", tables)
+            atomic_write_text(directory / TOPICS_FILE, self._assignment(ctx.data))
+
+    def _assignment(self, data: TrainingData) -> str:
+        """The ``topics.tsv`` text: each training row's source, row, query_id, language and topic."""
+        lines = ["\t".join(TOPICS_HEADER)]
+        for (s, r), lang, topic in zip(self._examples, self._languages, self._topics):
+            src = data.sources[s]
+            qid = str(src.rows[r].meta.get("query_id") or "")
+            lines.append("\t".join(" ".join(str(x).split()) for x in (src.name, r, qid, lang, topic)))
+        return "\n".join(lines) + "\n"
 
 
-__all__ = ["BATCHES", "MINING_OPTIONS", "WEIGHTINGS", "Mined", "truth_statistics"]
+__all__ = ["BATCHES", "MINING_OPTIONS", "TOPICS_FILE", "TOPICS_HEADER", "WEIGHTINGS", "Mined", "truth_statistics"]

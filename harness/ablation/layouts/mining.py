@@ -18,10 +18,19 @@ Layout kind ``judge-check`` (paper 004, Table 12, the human validation of the LL
 candidates the judge voted false negatives, the share the reference labels rate 0 (irrelevant), 1 (partly
 relevant) and 2 (relevant), one row per training source (a language), three columns per variant.  The
 reference labels are a synthetic world's planted truth (0 or 2) from the variant's ``truth`` statistics.
+
+Layout kind ``topic-distribution`` (paper 004, Table 13, the topic distribution of the MIRACL training queries):
+the training rows of each variant's run per language (rows) and topic (columns), counted from ``method/topics.tsv``
+of its training cell (the language and topic its language/topic batches or loss weights used); option
+``printed: {paper, table}`` adds a transcribed table's printed counts below (rows by language, columns by topic
+code).  k-means topics (``<language>/c<k>``) are clusters within a language, shown as ``c<k>`` with no total
+across languages.
 """
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -170,3 +179,134 @@ class JudgeCheckLayout(MiningStatsLayout):
                      notes=[f"Scale {scale}; of the candidates each variant's judge voted false negatives, the share "
                             "its reference labels (the synthetic world's planted truth: 2 for a planted twin of the "
                             "positive, else 0) rate 0, 1 and 2, per training source."])
+
+
+TOPICS_FILE = "topics.tsv"      # written by the mined method (methods/mining/method.py TOPICS_FILE)
+TOPIC_COLUMNS = ("source", "row", "query_id", "language", "topic")
+TOPIC_OPTIONS = ("printed",)
+
+
+def topic_assignment(suite: AblationSuite, scale: str, results_root: str | Path, variant: str
+                     ) -> list[tuple[str, str, bool]]:
+    """``(language, topic, per_language)`` of every training row of a variant's run, from ``method/topics.tsv`` of
+    its training cell; a k-means topic ``<language>/c<k>`` is returned as ``c<k>`` (its cluster within the
+    language) with ``per_language`` true."""
+    keys = train_keys(read_summary(suite, scale, results_root))
+    if variant not in keys:
+        raise ConfigError(f"summary of suite {suite.name!r} ({scale}) has no cell for variant {variant!r}")
+    path = train_cell_dir(results_root, keys[variant]) / "method" / TOPICS_FILE
+    if not path.is_file():
+        raise ConfigError(f"{path}: variant {variant!r} stored no topic assignment (a run with language/topic "
+                          "batches or loss weights writes one; a cell trained before it was stored needs a rerun)")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if not lines or tuple(lines[0].split("\t")) != TOPIC_COLUMNS:
+        raise InputError(path, f"expected the header {' '.join(TOPIC_COLUMNS)} (tab-separated)", 1)
+    out = []
+    for n, line in enumerate(lines[1:], 2):
+        fields = line.split("\t")
+        if len(fields) != len(TOPIC_COLUMNS) or not fields[3] or not fields[4]:
+            raise InputError(path, f"expected {len(TOPIC_COLUMNS)} tab-separated fields with a language and a "
+                                   "topic", n)
+        lang, topic = fields[3], fields[4]
+        local = topic.startswith(f"{lang}/")
+        out.append((lang, topic.removeprefix(f"{lang}/") if local else topic, local))
+    return out
+
+
+def _natural(text: str) -> tuple[Any, ...]:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
+
+
+def _printed_topics(layout: TableLayout) -> Any:
+    from reports.papers.catalog import load_tables  # lazy (start-up speed): reads the transcriptions
+
+    ref = layout.options.get("printed")
+    if not isinstance(ref, dict) or set(ref) != {"paper", "table"}:
+        raise ConfigError(f"layout {layout.name!r}: printed must be {{paper, table}}, got {ref!r}")
+    (spec,) = load_tables(str(ref["paper"]), int(ref["table"]))
+    return spec
+
+
+@register_layout_kind("topic-distribution")
+class TopicDistributionLayout(LayoutKind):
+    """Training queries per language (rows) and topic (columns) of each variant's run, with a transcribed topic
+    table's printed counts below (option ``printed: {paper, table}``, paper 004 Table 13)."""
+
+    columns = "variant"
+
+    def check(self, layout: TableLayout, suite: AblationSuite, scale: str) -> None:
+        unknown = sorted(set(layout.options) - set(TOPIC_OPTIONS))
+        if unknown:
+            raise ConfigError(f"layout {layout.name!r}: unknown option(s) {', '.join(unknown)}; options: "
+                              f"{', '.join(TOPIC_OPTIONS)}")
+        for column in layout.columns:
+            variant = suite.variant(column.benchmark)
+            options = {**variant.options, **(variant.scales.get(scale) or {}).get("options", {})}
+            if variant.method != "mined":
+                raise ConfigError(f"layout {layout.name!r}: variant {variant.id!r} is trained by {variant.method!r};"
+                                  " a topic-distribution column needs a 'mined' variant")
+            if options.get("batches", "sampler") == "sampler" and options.get("weights", "none") == "none":
+                raise ConfigError(f"layout {layout.name!r}: variant {variant.id!r} labels no topics (batches "
+                                  "sampler and weights none); a topic-distribution column needs language/topic "
+                                  "batches or loss weights")
+        if "printed" in layout.options:
+            spec = _printed_topics(layout)
+            if not any(c.derive is None for c in spec.columns):
+                raise ConfigError(f"layout {layout.name!r}: {spec.ref} has no printed topic columns")
+
+    def render(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
+        spec = _printed_topics(layout) if "printed" in layout.options else None
+        labels = {v.id: v.label or v.id for v in suite.variants}
+        assigned = {c.benchmark: topic_assignment(suite, scale, results_root, c.benchmark) for c in layout.columns}
+        counted = {v: Counter((lang, topic) for lang, topic, _ in rows) for v, rows in assigned.items()}
+        per_language = any(local for rows in assigned.values() for _, _, local in rows)
+        printed_topics = [c.key for c in spec.columns if c.derive is None] if spec is not None else []
+        ours_topics = sorted({t for counts in counted.values() for _, t in counts}, key=_natural)
+        topics = printed_topics + [t for t in ours_topics if t not in printed_topics]
+        comparable = spec is not None and set(ours_topics) <= set(printed_topics)
+        total = "total"
+        columns = [Column(t, t) for t in topics] + [Column(total, "Total")]
+        rows: list[Row] = []
+        printed_langs = [r.id for r in spec.rows if r.derive is None] if spec is not None else []
+        for variant, counts in counted.items():
+            group = f"Ours: {labels[variant]} ({scale}), training queries"
+            seen = list(dict.fromkeys(lang for lang, _ in counts))
+            langs = [x for x in printed_langs if x in seen] + [x for x in seen if x not in printed_langs]
+            for lang in langs:
+                cells = {t: Cell(float(counts.get((lang, t), 0))) for t in topics}
+                cells[total] = Cell(float(sum(n for (x, _), n in counts.items() if x == lang)))
+                rows.append(Row(lang, cells, group=group))
+            # per-language clusters (c<k> of one language is not c<k> of another) have no total across languages
+            cells = {t: Cell(None if per_language else float(sum(n for (_, y), n in counts.items() if y == t)))
+                     for t in topics}
+            cells[total] = Cell(float(sum(counts.values())))
+            rows.append(Row("Total", cells, group=group, kind="average"))
+        notes = [f"Scale {scale}; our counts are the training rows of each variant's run (method/{TOPICS_FILE} of "
+                 "its training cell: the language and topic its batches used), after any validation split."]
+        if spec is not None:
+            keys = [c.key for c in spec.columns]
+            total_key = next((c.key for c in spec.columns if c.derive is not None), None)   # the printed Total
+            group = f"Printed in paper {spec.paper.id}, Table {spec.number}"
+            for row in spec.rows:
+                values = dict(zip(keys, row.cells))
+                cells = {t: Cell(values[t].value, decimals=0) for t in topics if t in values}
+                cells[total] = Cell(values[total_key].value if total_key else None, decimals=0)
+                rows.append(Row(row.label, cells, group=group, kind="average" if row.derive else "data"))
+            from reports.papers import verify  # lazy (start-up speed)
+
+            slips = [f"{f.row} {f.column} {f.printed} (cells {f.recomputed:,.0f})" for f in verify(spec)
+                     if f.kind in ("mismatch", "rounding")]
+            notes.append(f"Printed cells as transcribed ({spec.ref}), totals as printed"
+                         + (f"; printed totals that are not their cells' sums: {'; '.join(slips)}" if slips else "")
+                         + ". The paper counts its whole training set; a run trains on what its data holds "
+                         "(the mining data builder holds out a 10% validation split).")
+            if not comparable:
+                notes.append("Our topics are not the printed table's (" + ", ".join(
+                    t for t in ours_topics if t not in printed_topics) + "): the printed counts are shown for "
+                    "reference, not comparable with ours.")
+        if per_language:
+            notes.append("Topics c<k> are k-means clusters of each language's query embeddings: c<k> of one "
+                         "language is unrelated to c<k> of another.")
+        return Table(columns=columns, rows=rows, caption=layout.caption or f"Topic distribution ({scale})",
+                     label=f"tab:{suite.name}-{layout.name}-{scale}", decimals=0, scale=1.0, bold_best=False,
+                     row_header="Language", notes=notes)
