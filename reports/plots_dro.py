@@ -9,6 +9,7 @@ heat map (clusters x steps) above the cluster losses, the worst-cluster loss and
 """
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -148,7 +149,8 @@ def coco_gain_figure(points: dict, title: str | None = None, *, dpi: int = 100):
     ax.set_xlabel("reduction of the COCO contrastive loss (%)")
     ax.set_ylabel(f"zero-shot {points['metric']} gain (%)")
     ax.legend(fontsize=7)
-    ax.set_title(title or "COCO: contrastive-loss reduction against zero-shot gain")
+    # a layout caption is long: wrapped, not cut at the figure's edge
+    ax.set_title(textwrap.fill(title or "COCO: contrastive-loss reduction against zero-shot gain", 70), fontsize=9)
     return fig
 
 
@@ -188,11 +190,16 @@ def cluster_gain_figure(tasks: list[dict], correlation: dict[str, float], title:
     ax.scatter(x, y, s=30, color="C0", label=f"tasks (n = {len(tasks)}; Pearson r = {r:.2f}, Spearman ρ = {rho:.2f})")
     for t, xi, yi in zip(tasks, x, y):
         ax.annotate(t["label"], (xi, yi), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    if len(set(x)) > 1:       # least-squares line, as a guide to the correlation
+        slope, intercept = np.polyfit(x, y, 1)
+        ends = np.array([min(x), max(x)])
+        ax.plot(ends, slope * ends + intercept, color="C0", lw=0.8, ls="--")
     ax.axhline(0.0, color="grey", lw=0.6)
     ax.axvline(0.0, color="grey", lw=0.6)
     metric = tasks[0]["metric"] if tasks else "score"
     ax.set_xlabel("training-loss improvement on the nearest source cluster (%)")
     ax.set_ylabel(f"gain in zero-shot {metric}")
     ax.legend(fontsize=7)
-    ax.set_title(title or "iDRO: source-cluster loss improvement against target gain")
+    # a long caption wraps (at drawing time) instead of running off the figure
+    ax.set_title(title or "iDRO: source-cluster loss improvement against target gain", fontsize=9, wrap=True)
     return fig
