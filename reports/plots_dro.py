@@ -9,6 +9,7 @@ heat map (clusters x steps) above the cluster losses, the worst-cluster loss and
 """
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -148,7 +149,8 @@ def coco_gain_figure(points: dict, title: str | None = None, *, dpi: int = 100):
     ax.set_xlabel("reduction of the COCO contrastive loss (%)")
     ax.set_ylabel(f"zero-shot {points['metric']} gain (%)")
     ax.legend(fontsize=7)
-    ax.set_title(title or "COCO: contrastive-loss reduction against zero-shot gain")
+    # a layout caption is long: wrapped, not cut at the figure's edge
+    ax.set_title(textwrap.fill(title or "COCO: contrastive-loss reduction against zero-shot gain", 70), fontsize=9)
     return fig
 
 
