@@ -130,3 +130,66 @@ def test_refusals(tmp_path):
         path.write_text(yaml.safe_dump(raw))
         with pytest.raises(ConfigError, match=message):
             load_layout(load_suite(path), "tiny", "table13")
+
+
+# ---------------------------------------------------------------------------- Table 10: layout table10 (data-counts)
+
+def test_table10_counts_a_runs_sources_and_the_built_splits(tmp_path):
+    """A mining-recipe build (fixture MIRACL te, sw: 20 judged queries, 2 held out) trained on: the run's #Q per
+    language, the build's train and validation splits, and Table 10's printed Train #Q beside them."""
+    import shutil
+    from pathlib import Path
+
+    from harness.data.builders import build, get_recipe
+    from harness.data.collections import load_training_data
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "training_data" / "mining"
+    shutil.copytree(fixtures, tmp_path / "sources")
+    report = build(get_recipe("mining"), tmp_path / "built", tmp_path / "sources",
+                   {"languages": "te,sw", "corpus_shards": 1}, offline=True)
+    data = load_training_data([tmp_path / "built" / "train"])
+    suite = stored_results(tmp_path / "res", "paper", "unused\n")
+    (tmp_path / "res" / "cells" / "train" / "k0" / "run.json").write_text(json.dumps({"data": data.describe()}))
+    table = render_layout(suite, "paper", tmp_path / "res", "table10")
+    rows = {r.label: {k: c.value for k, c in r.cells.items()} for r in table.rows}
+    assert [c.key for c in table.columns] == ["ours/train", "ours/built-train", "ours/built-validation", "printed"]
+    subsets = report.manifest["subsets"]
+    for lang in ("te", "sw"):
+        assert rows[lang]["ours/train"] == dict(zip(data.names, data.sizes))[lang]
+        assert rows[lang]["ours/built-train"] == subsets[f"train/{lang}"]["rows"]
+        assert rows[lang]["ours/built-validation"] == subsets[f"validation/{lang}"]["rows"]
+    assert rows["Total"]["ours/train"] == sum(data.sizes) == 18 and rows["Total"]["ours/built-validation"] == 2
+    (spec10,) = load_tables("bdumdr", 10)
+    printed = dict(zip([c.key for c in spec10.columns], (c.value for c in spec10.row("train-q").cells)))
+    assert rows["te"]["printed"] == printed["te"] == 3452 and rows["sw"]["printed"] == 1901
+    assert rows["Total"]["printed"] == printed["all"] == 40203
+    assert list(rows)[:16] == [c.key for c in spec10.columns[1:]]            # Table 10's language order
+    assert rows["ar"]["ours/train"] is None and rows["ar"]["printed"] == 3495  # a language the run has not
+
+    with pytest.raises(ConfigError, match="has no row 'train'"):
+        from harness.ablation.layout import LayoutColumn, TableLayout, layout_kind
+
+        layout = TableLayout("t", "data-counts", "", [LayoutColumn("ours")],
+                             options={"printed": {"paper": "bdumdr", "table": 10, "row": "train"}})
+        layout_kind("data-counts").check(layout, suite, "paper")
+    (tmp_path / "res" / "cells" / "train" / "k0" / "run.json").unlink()
+    with pytest.raises(ConfigError, match="has no run record"):
+        render_layout(suite, "paper", tmp_path / "res", "table10")
+
+
+def test_table10_at_tiny_from_the_run_record(tmp_path):
+    suite = stored_results(tmp_path, "tiny", "unused\n")
+    sources = [{"name": "latin_qa", "rows": 400, "language": "xla", "path": str(tmp_path / "none" / "a.jsonl")},
+               {"name": "cjk_qa", "rows": 300, "language": "xzh"}, {"name": "x", "rows": 5, "language": ["xla"]}]
+    (tmp_path / "cells" / "train" / "k0" / "run.json").write_text(json.dumps({"data": sources}))
+    table = render_layout(suite, "tiny", tmp_path, "table10")
+    rows = {r.label: {k: c.value for k, c in r.cells.items()} for r in table.rows}
+    assert rows == {"xla": {"ours/train": 405}, "xzh": {"ours/train": 300}, "Total": {"ours/train": 705}}
+    import yaml
+
+    raw = yaml.safe_load(open(load_suite("mining").path, encoding="utf-8"))
+    raw["table"]["layouts"]["table10"]["columns"] = ["zs-mbert"]
+    path = tmp_path / "mining.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match="trains nothing"):
+        load_layout(load_suite(path), "tiny", "table10")

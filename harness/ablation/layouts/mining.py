@@ -25,6 +25,11 @@ of its training cell (the language and topic its language/topic batches or loss 
 ``printed: {paper, table}`` adds a transcribed table's printed counts below (rows by language, columns by topic
 code).  k-means topics (``<language>/c<k>``) are clusters within a language, shown as ``c<k>`` with no total
 across languages.
+
+Layout kind ``data-counts`` (paper 004, Table 10, the MIRACL statistics): the training queries per language of each
+variant's run (the sources its ``run.json`` records), the per-split counts of the ``harness data build`` folder
+they came from (its ``build.json``: train and the 10% validation split for the mining recipe), and option
+``printed: {paper, table, row}`` a transcribed row whose columns are languages (Table 10's Train #Q).
 """
 from __future__ import annotations
 
@@ -36,8 +41,11 @@ from typing import Any
 
 from harness.ablation.layout import LayoutKind, TableLayout, read_summary, register_layout_kind, train_keys
 from harness.ablation.paths import train_cell_dir
+from harness.ablation.resolve import resolve_path
 from harness.ablation.spec import AblationSuite
+from harness.data.builders import BUILD_FILE
 from harness.errors import ConfigError, InputError
+from harness.io.results_layout import TRAIN_RUN_FILE
 from reports.table import Cell, Column, Row, Table
 
 ROWS = (("from-retrieval", "From Retrieval"), ("from-llm", "From LLM"), ("eliminated", "Eliminated (FN filter)"),
@@ -308,5 +316,141 @@ class TopicDistributionLayout(LayoutKind):
             notes.append("Topics c<k> are k-means clusters of each language's query embeddings: c<k> of one "
                          "language is unrelated to c<k> of another.")
         return Table(columns=columns, rows=rows, caption=layout.caption or f"Topic distribution ({scale})",
+                     label=f"tab:{suite.name}-{layout.name}-{scale}", decimals=0, scale=1.0, bold_best=False,
+                     row_header="Language", notes=notes)
+
+
+DATA_OPTIONS = ("printed",)
+
+
+def run_sources(suite: AblationSuite, scale: str, results_root: str | Path, variant: str) -> list[dict[str, Any]]:
+    """The training sources a variant's run recorded (``run.json`` of its training cell: name, rows, language,
+    path of each)."""
+    keys = train_keys(read_summary(suite, scale, results_root))
+    if variant not in keys:
+        raise ConfigError(f"summary of suite {suite.name!r} ({scale}) has no cell for variant {variant!r}")
+    path = train_cell_dir(results_root, keys[variant]) / TRAIN_RUN_FILE
+    if not path.is_file():
+        raise ConfigError(f"{path}: variant {variant!r} has no run record (was it trained?)")
+    try:
+        sources = json.loads(path.read_text(encoding="utf-8")).get("data")
+    except ValueError as exc:
+        raise InputError(path, f"not JSON: {exc}") from None
+    if not isinstance(sources, list) or not all(isinstance(s, dict) and "rows" in s for s in sources):
+        raise InputError(path, "expected 'data': a list of {name, rows, language, path} records")
+    return sources
+
+
+def _language(source: dict[str, Any]) -> str:
+    lang = source.get("language")
+    if isinstance(lang, list):
+        lang = lang[0] if len(lang) == 1 else None
+    return str(lang or source.get("name"))
+
+
+def built_splits(sources: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """``{split: {language: rows}}`` of the built data folder (``harness data build``'s ``build.json``) the
+    sources were read from: the folder of a source file or its parent; empty when there is none."""
+    for source in sources:
+        if not source.get("path"):
+            continue
+        folder = resolve_path(str(source["path"])).parent
+        for candidate in (folder, folder.parent):
+            path = candidate / BUILD_FILE
+            if not path.is_file():
+                continue
+            try:
+                subsets = json.loads(path.read_text(encoding="utf-8")).get("subsets") or {}
+            except ValueError as exc:
+                raise InputError(path, f"not JSON: {exc}") from None
+            out: dict[str, dict[str, int]] = {}
+            for name, record in subsets.items():
+                split, _, rest = name.rpartition("/")
+                # rows per language; a subset without language counts (e.g. empty) under its own name
+                counts = record.get("languages") or {rest: record.get("rows", 0)}
+                for lang, n in counts.items():
+                    into = out.setdefault(split or "all", {})
+                    into[lang] = into.get(lang, 0) + int(n)
+            return out
+    return {}
+
+
+@register_layout_kind("data-counts")
+class DataCountsLayout(LayoutKind):
+    """Training queries per language of each variant's run (its recorded training sources), the splits of the
+    built data folder they came from, and a transcribed table's printed counts (option ``printed: {paper, table,
+    row}``: the row whose columns are languages, e.g. paper 004 Table 10's Train #Q)."""
+
+    columns = "variant"
+
+    def check(self, layout: TableLayout, suite: AblationSuite, scale: str) -> None:
+        unknown = sorted(set(layout.options) - set(DATA_OPTIONS))
+        if unknown:
+            raise ConfigError(f"layout {layout.name!r}: unknown option(s) {', '.join(unknown)}; options: "
+                              f"{', '.join(DATA_OPTIONS)}")
+        for column in layout.columns:
+            variant = suite.variant(column.benchmark)
+            if variant.method == "none":
+                raise ConfigError(f"layout {layout.name!r}: variant {variant.id!r} trains nothing (method none); a "
+                                  "data-counts column needs a trained variant")
+        if "printed" in layout.options:
+            self._printed(layout)
+
+    @staticmethod
+    def _printed(layout: TableLayout) -> tuple[Any, Any]:
+        from reports.papers.catalog import load_tables  # lazy (start-up speed): reads the transcriptions
+
+        ref = layout.options.get("printed")
+        if not isinstance(ref, dict) or set(ref) != {"paper", "table", "row"}:
+            raise ConfigError(f"layout {layout.name!r}: printed must be {{paper, table, row}}, got {ref!r}")
+        (spec,) = load_tables(str(ref["paper"]), int(ref["table"]))
+        rows = [r for r in spec.rows if r.id == str(ref["row"])]
+        if not rows:
+            raise ConfigError(f"layout {layout.name!r}: {spec.ref} has no row {ref['row']!r}; rows: "
+                              f"{', '.join(r.id for r in spec.rows)}")
+        return spec, rows[0]
+
+    def render(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
+        labels = {v.id: v.label or v.id for v in suite.variants}
+        columns: list[Column] = []
+        values: dict[str, dict[str, float | None]] = {}       # column key -> language -> count
+        notes = [f"Scale {scale}; a run's training queries are the rows of the training sources its run.json "
+                 "records, per source language."]
+        for column in layout.columns:
+            variant = column.benchmark
+            sources = run_sources(suite, scale, results_root, variant)
+            train: dict[str, float | None] = {}
+            for source in sources:
+                lang = _language(source)
+                train[lang] = (train.get(lang) or 0) + int(source["rows"])
+            key = f"{variant}/train"
+            columns.append(Column(key, "#Q (run)", labels[variant]))
+            values[key] = train
+            for split, counts in built_splits(sources).items():
+                key = f"{variant}/built-{split}"
+                columns.append(Column(key, f"#Q ({split}, built)", labels[variant]))
+                values[key] = {k: float(v) for k, v in counts.items()}
+                if not notes[1:]:
+                    notes.append("Built: the subsets of the `harness data build` folder the sources came from "
+                                 "(its build.json), per split.")
+        if "printed" in layout.options:
+            spec, row = self._printed(layout)
+            keys = [c.key for c in spec.columns]
+            printed = {k: c.value for k, c in zip(keys, row.cells)}
+            derived = [c.key for c in spec.columns if c.derive is not None]
+            label = row.printed_label or (f"{row.group} {row.label}" if row.group else row.label)
+            columns.append(Column("printed", f"{label} (paper {spec.paper.id})", f"Table {spec.number}"))
+            values["printed"] = {k: (float(v) if isinstance(v, (int, float)) else None)
+                                 for k, v in printed.items() if k not in derived}
+            total_printed = printed[derived[0]] if derived else None
+            notes.append(f"Printed: {spec.ref}, row {label!r}, as transcribed (languages are its columns).")
+        # the printed table's languages in its order first, then any other language of ours
+        langs = list(dict.fromkeys([*values.get("printed", {}), *(x for counts in values.values() for x in counts)]))
+        rows = [Row(lang, {key: Cell(values[key].get(lang)) for key in values}) for lang in langs]
+        totals = {key: Cell(float(sum(v for v in counts.values() if v is not None))) for key, counts in values.items()}
+        if "printed" in values:
+            totals["printed"] = Cell(total_printed if isinstance(total_printed, (int, float)) else None)
+        rows.append(Row("Total", totals, kind="average"))
+        return Table(columns=columns, rows=rows, caption=layout.caption or f"Training queries per language ({scale})",
                      label=f"tab:{suite.name}-{layout.name}-{scale}", decimals=0, scale=1.0, bold_best=False,
                      row_header="Language", notes=notes)
