@@ -208,12 +208,13 @@ class MiningRecipe(DataRecipe):
         stats = {"queries_judged": len(judged["qids"]), "pooled_validation": len(held_out),
                  "validation_fraction": ctx.options["validation_fraction"], "seed": ctx.options["seed"],
                  "paper_table10_queries": printed_train_queries(10).get(lang),
-                 "paper_table13_queries": printed_train_queries(13).get(lang)}
+                 "paper_table13_queries": printed_train_queries(13).get(lang), "judgements": 0}
 
         def rows() -> Iterator[dict[str, Any]]:
             for qid in qids:
                 pos_ids = judged["pos"][qid]
                 neg_ids = judged["neg"].get(qid, [])
+                stats["judgements"] += len(pos_ids) + len(neg_ids)     # Table 10's #J: judged passages of the rows
                 yield {"query": judged["text"][qid], "pos": [docs[d] for d in pos_ids],
                        "neg": [docs[d] for d in neg_ids], "language": lang, "query_id": qid,
                        "pos_ids": pos_ids, "neg_ids": neg_ids}

@@ -152,26 +152,40 @@ def test_table10_counts_a_runs_sources_and_the_built_splits(tmp_path):
     (tmp_path / "res" / "cells" / "train" / "k0" / "run.json").write_text(json.dumps({"data": data.describe()}))
     table = render_layout(suite, "paper", tmp_path / "res", "table10")
     rows = {r.label: {k: c.value for k, c in r.cells.items()} for r in table.rows}
-    assert [c.key for c in table.columns] == ["ours/train", "ours/built-train", "ours/built-validation", "printed"]
+    assert [c.key for c in table.columns] == ["ours/train", "ours/built-train", "ours/built-train/judgements",
+                                              "ours/built-validation", "ours/built-validation/judgements",
+                                              "printed/train-q", "printed/train-j"]
     subsets = report.manifest["subsets"]
     for lang in ("te", "sw"):
         assert rows[lang]["ours/train"] == dict(zip(data.names, data.sizes))[lang]
-        assert rows[lang]["ours/built-train"] == subsets[f"train/{lang}"]["rows"]
-        assert rows[lang]["ours/built-validation"] == subsets[f"validation/{lang}"]["rows"]
+        for split in ("train", "validation"):
+            path = tmp_path / "built" / split / f"{lang}.jsonl"       # an empty subset writes no file
+            built = [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
+            assert rows[lang][f"ours/built-{split}"] == subsets[f"{split}/{lang}"]["rows"] == len(built)
+            # #J: a direct count of the judged passages of the built rows
+            assert rows[lang][f"ours/built-{split}/judgements"] == sum(len(r["pos_ids"]) + len(r["neg_ids"])
+                                                                        for r in built)
     assert rows["Total"]["ours/train"] == sum(data.sizes) == 18 and rows["Total"]["ours/built-validation"] == 2
+    assert rows["Total"]["ours/built-train/judgements"] + rows["Total"]["ours/built-validation/judgements"] == 40
     (spec10,) = load_tables("bdumdr", 10)
-    printed = dict(zip([c.key for c in spec10.columns], (c.value for c in spec10.row("train-q").cells)))
-    assert rows["te"]["printed"] == printed["te"] == 3452 and rows["sw"]["printed"] == 1901
-    assert rows["Total"]["printed"] == printed["all"] == 40203
-    assert list(rows)[:16] == [c.key for c in spec10.columns[1:]]            # Table 10's language order
-    assert rows["ar"]["ours/train"] is None and rows["ar"]["printed"] == 3495  # a language the run has not
+    keys = [c.key for c in spec10.columns]
+    printed = {r: dict(zip(keys, (c.value for c in spec10.row(r).cells))) for r in ("train-q", "train-j")}
+    assert rows["te"]["printed/train-q"] == printed["train-q"]["te"] == 3452 and rows["sw"]["printed/train-q"] == 1901
+    assert rows["te"]["printed/train-j"] == printed["train-j"]["te"] == 18608
+    assert rows["Total"]["printed/train-q"] == printed["train-q"]["all"] == 40203
+    assert rows["Total"]["printed/train-j"] == printed["train-j"]["all"] == 343177
+    assert list(rows)[:16] == keys[1:]                                        # Table 10's language order
+    assert rows["ar"]["ours/train"] is None and rows["ar"]["printed/train-q"] == 3495  # a language the run has not
 
-    with pytest.raises(ConfigError, match="has no row 'train'"):
-        from harness.ablation.layout import LayoutColumn, TableLayout, layout_kind
+    from harness.ablation.layout import LayoutColumn, TableLayout, layout_kind
 
-        layout = TableLayout("t", "data-counts", "", [LayoutColumn("ours")],
-                             options={"printed": {"paper": "bdumdr", "table": 10, "row": "train"}})
-        layout_kind("data-counts").check(layout, suite, "paper")
+    for options, message in (({"printed": {"paper": "bdumdr", "table": 10, "row": "train"}}, "has no row 'train'"),
+                             ({"printed": {"paper": "bdumdr", "table": 10, "row": ["train-q", "x"]}}, "no row 'x'"),
+                             ({"stats": "judgements"}, "stats must be a list"),
+                             ({"printed": {"paper": "bdumdr", "table": 10}}, "printed must be")):
+        layout = TableLayout("t", "data-counts", "", [LayoutColumn("ours")], options=options)
+        with pytest.raises(ConfigError, match=message):
+            layout_kind("data-counts").check(layout, suite, "paper")
     (tmp_path / "res" / "cells" / "train" / "k0" / "run.json").unlink()
     with pytest.raises(ConfigError, match="has no run record"):
         render_layout(suite, "paper", tmp_path / "res", "table10")

@@ -28,8 +28,9 @@ across languages.
 
 Layout kind ``data-counts`` (paper 004, Table 10, the MIRACL statistics): the training queries per language of each
 variant's run (the sources its ``run.json`` records), the per-split counts of the ``harness data build`` folder
-they came from (its ``build.json``: train and the 10% validation split for the mining recipe), and option
-``printed: {paper, table, row}`` a transcribed row whose columns are languages (Table 10's Train #Q).
+they came from (its ``build.json``: train and the 10% validation split for the mining recipe; option ``stats``
+adds the recipe's per-subset statistics, e.g. ``judgements``), and option ``printed: {paper, table, row}``
+transcribed rows (one id or a list) whose columns are languages (Table 10's Train #Q and #J).
 """
 from __future__ import annotations
 
@@ -320,7 +321,7 @@ class TopicDistributionLayout(LayoutKind):
                      row_header="Language", notes=notes)
 
 
-DATA_OPTIONS = ("printed",)
+DATA_OPTIONS = ("printed", "stats")
 
 
 def run_sources(suite: AblationSuite, scale: str, results_root: str | Path, variant: str) -> list[dict[str, Any]]:
@@ -348,9 +349,11 @@ def _language(source: dict[str, Any]) -> str:
     return str(lang or source.get("name"))
 
 
-def built_splits(sources: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
-    """``{split: {language: rows}}`` of the built data folder (``harness data build``'s ``build.json``) the
-    sources were read from: the folder of a source file or its parent; empty when there is none."""
+def built_splits(sources: list[dict[str, Any]], stats: tuple[str, ...] = ()) -> dict[tuple[str, str], dict[str, float]]:
+    """``{(what, split): {language: count}}`` of the built data folder (``harness data build``'s ``build.json``)
+    the sources were read from (the folder of a source file or its parent; empty when there is none): ``what`` is
+    ``#Q`` (the subsets' rows) or one of the recipe's per-subset ``stats`` (a subset's stat counts for its one
+    language, else for its name)."""
     for source in sources:
         if not source.get("path"):
             continue
@@ -363,14 +366,19 @@ def built_splits(sources: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
                 subsets = json.loads(path.read_text(encoding="utf-8")).get("subsets") or {}
             except ValueError as exc:
                 raise InputError(path, f"not JSON: {exc}") from None
-            out: dict[str, dict[str, int]] = {}
+            out: dict[tuple[str, str], dict[str, float]] = {}
             for name, record in subsets.items():
                 split, _, rest = name.rpartition("/")
+                split = split or "all"
                 # rows per language; a subset without language counts (e.g. empty) under its own name
                 counts = record.get("languages") or {rest: record.get("rows", 0)}
-                for lang, n in counts.items():
-                    into = out.setdefault(split or "all", {})
-                    into[lang] = into.get(lang, 0) + int(n)
+                one = next(iter(counts)) if len(counts) == 1 else rest
+                for what, per_lang in (("#Q", counts), *((k, {one: (record.get("stats") or {}).get(k)})
+                                                          for k in stats)):
+                    into = out.setdefault((what, split), {})
+                    for lang, n in per_lang.items():
+                        if n is not None:
+                            into[lang] = into.get(lang, 0) + float(n)
             return out
     return {}
 
@@ -393,29 +401,38 @@ class DataCountsLayout(LayoutKind):
             if variant.method == "none":
                 raise ConfigError(f"layout {layout.name!r}: variant {variant.id!r} trains nothing (method none); a "
                                   "data-counts column needs a trained variant")
+        stats = layout.options.get("stats", [])
+        if not isinstance(stats, list) or not all(isinstance(k, str) and k for k in stats):
+            raise ConfigError(f"layout {layout.name!r}: stats must be a list of build.json subset stat names, got "
+                              f"{stats!r}")
         if "printed" in layout.options:
             self._printed(layout)
 
     @staticmethod
-    def _printed(layout: TableLayout) -> tuple[Any, Any]:
+    def _printed(layout: TableLayout) -> tuple[Any, list[Any]]:
+        """The transcribed table and its rows named by ``printed: {paper, table, row: <id> | [<id>, ...]}``."""
         from reports.papers.catalog import load_tables  # lazy (start-up speed): reads the transcriptions
 
         ref = layout.options.get("printed")
         if not isinstance(ref, dict) or set(ref) != {"paper", "table", "row"}:
             raise ConfigError(f"layout {layout.name!r}: printed must be {{paper, table, row}}, got {ref!r}")
         (spec,) = load_tables(str(ref["paper"]), int(ref["table"]))
-        rows = [r for r in spec.rows if r.id == str(ref["row"])]
-        if not rows:
-            raise ConfigError(f"layout {layout.name!r}: {spec.ref} has no row {ref['row']!r}; rows: "
-                              f"{', '.join(r.id for r in spec.rows)}")
-        return spec, rows[0]
+        wanted = [str(r) for r in (ref["row"] if isinstance(ref["row"], list) else [ref["row"]])]
+        ids = [r.id for r in spec.rows]
+        missing = [r for r in wanted if r not in ids]
+        if missing or not wanted:
+            raise ConfigError(f"layout {layout.name!r}: {spec.ref} has no row {', '.join(map(repr, missing))}; "
+                              f"rows: {', '.join(ids)}")
+        return spec, [spec.row(r) for r in wanted]
 
     def render(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
         labels = {v.id: v.label or v.id for v in suite.variants}
         columns: list[Column] = []
         values: dict[str, dict[str, float | None]] = {}       # column key -> language -> count
+        totals: dict[str, Cell] = {}                           # the printed totals (ours are summed)
         notes = [f"Scale {scale}; a run's training queries are the rows of the training sources its run.json "
                  "records, per source language."]
+        stats = tuple(str(k) for k in layout.options.get("stats") or ())
         for column in layout.columns:
             variant = column.benchmark
             sources = run_sources(suite, scale, results_root, variant)
@@ -426,31 +443,37 @@ class DataCountsLayout(LayoutKind):
             key = f"{variant}/train"
             columns.append(Column(key, "#Q (run)", labels[variant]))
             values[key] = train
-            for split, counts in built_splits(sources).items():
-                key = f"{variant}/built-{split}"
-                columns.append(Column(key, f"#Q ({split}, built)", labels[variant]))
-                values[key] = {k: float(v) for k, v in counts.items()}
+            for (what, split), counts in built_splits(sources, stats).items():
+                key = f"{variant}/built-{split}" + ("" if what == "#Q" else f"/{what}")
+                columns.append(Column(key, f"{what} ({split}, built)", labels[variant]))
+                values[key] = dict(counts)
                 if not notes[1:]:
                     notes.append("Built: the subsets of the `harness data build` folder the sources came from "
-                                 "(its build.json), per split.")
+                                 "(its build.json), per split" + (f"; {', '.join(stats)}: the recipe's per-subset "
+                                                                  "statistics" if stats else "") + ".")
         if "printed" in layout.options:
-            spec, row = self._printed(layout)
+            spec, printed_rows = self._printed(layout)
             keys = [c.key for c in spec.columns]
-            printed = {k: c.value for k, c in zip(keys, row.cells)}
             derived = [c.key for c in spec.columns if c.derive is not None]
-            label = row.printed_label or (f"{row.group} {row.label}" if row.group else row.label)
-            columns.append(Column("printed", f"{label} (paper {spec.paper.id})", f"Table {spec.number}"))
-            values["printed"] = {k: (float(v) if isinstance(v, (int, float)) else None)
-                                 for k, v in printed.items() if k not in derived}
-            total_printed = printed[derived[0]] if derived else None
-            notes.append(f"Printed: {spec.ref}, row {label!r}, as transcribed (languages are its columns).")
+            for row in printed_rows:
+                printed = {k: c.value for k, c in zip(keys, row.cells)}
+                label = row.printed_label or (f"{row.group} {row.label}" if row.group else row.label)
+                key = f"printed/{row.id}"
+                columns.append(Column(key, f"{label} (paper {spec.paper.id})", f"Table {spec.number}"))
+                values[key] = {k: (float(v) if isinstance(v, (int, float)) else None)
+                               for k, v in printed.items() if k not in derived}
+                total = printed[derived[0]] if derived else None
+                totals[key] = Cell(float(total) if isinstance(total, (int, float)) else None)
+            notes.append(f"Printed: {spec.ref}, rows " + ", ".join(repr(r.printed_label or r.label)
+                                                                   for r in printed_rows)
+                         + ", as transcribed (languages are its columns; Total is its printed total).")
         # the printed table's languages in its order first, then any other language of ours
-        langs = list(dict.fromkeys([*values.get("printed", {}), *(x for counts in values.values() for x in counts)]))
+        printed_langs = [x for key, counts in values.items() if key.startswith("printed/") for x in counts]
+        langs = list(dict.fromkeys([*printed_langs, *(x for counts in values.values() for x in counts)]))
         rows = [Row(lang, {key: Cell(values[key].get(lang)) for key in values}) for lang in langs]
-        totals = {key: Cell(float(sum(v for v in counts.values() if v is not None))) for key, counts in values.items()}
-        if "printed" in values:
-            totals["printed"] = Cell(total_printed if isinstance(total_printed, (int, float)) else None)
-        rows.append(Row("Total", totals, kind="average"))
+        ours = {key: Cell(float(sum(v for v in counts.values() if v is not None))) for key, counts in values.items()
+                if key not in totals}
+        rows.append(Row("Total", {**ours, **totals}, kind="average"))
         return Table(columns=columns, rows=rows, caption=layout.caption or f"Training queries per language ({scale})",
                      label=f"tab:{suite.name}-{layout.name}-{scale}", decimals=0, scale=1.0, bold_best=False,
                      row_header="Language", notes=notes)
