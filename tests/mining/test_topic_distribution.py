@@ -176,6 +176,15 @@ def test_table10_counts_a_runs_sources_and_the_built_splits(tmp_path):
     assert rows["Total"]["printed/train-j"] == printed["train-j"]["all"] == 343177
     assert list(rows)[:16] == keys[1:]                                        # Table 10's language order
     assert rows["ar"]["ours/train"] is None and rows["ar"]["printed/train-q"] == 3495  # a language the run has not
+    # a build made before the recipe recorded 'judgements': the column has no values and no total (not 0)
+    manifest = json.loads((tmp_path / "built" / "build.json").read_text())
+    for record in manifest["subsets"].values():
+        record["stats"].pop("judgements")
+    (tmp_path / "built" / "build.json").write_text(json.dumps(manifest))
+    rows = {r.label: {k: c.value for k, c in r.cells.items()}
+            for r in render_layout(suite, "paper", tmp_path / "res", "table10").rows}
+    assert rows["Total"]["ours/built-train/judgements"] is None and rows["te"]["ours/built-train/judgements"] is None
+    assert rows["Total"]["ours/built-train"] == 18
 
     from harness.ablation.layout import LayoutColumn, TableLayout, layout_kind
 

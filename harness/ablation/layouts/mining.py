@@ -471,8 +471,9 @@ class DataCountsLayout(LayoutKind):
         printed_langs = [x for key, counts in values.items() if key.startswith("printed/") for x in counts]
         langs = list(dict.fromkeys([*printed_langs, *(x for counts in values.values() for x in counts)]))
         rows = [Row(lang, {key: Cell(values[key].get(lang)) for key in values}) for lang in langs]
-        ours = {key: Cell(float(sum(v for v in counts.values() if v is not None))) for key, counts in values.items()
-                if key not in totals}
+        # no total where nothing was counted (e.g. a build made before its recipe recorded a statistic)
+        ours = {key: Cell(float(sum(present)) if (present := [v for v in counts.values() if v is not None]) else None)
+                for key, counts in values.items() if key not in totals}
         rows.append(Row("Total", {**ours, **totals}, kind="average"))
         return Table(columns=columns, rows=rows, caption=layout.caption or f"Training queries per language ({scale})",
                      label=f"tab:{suite.name}-{layout.name}-{scale}", decimals=0, scale=1.0, bold_best=False,
