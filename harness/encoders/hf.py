@@ -41,12 +41,14 @@ from harness.encoders.fusion import fuse_linear_layers
 from harness.encoders.model_check import check_model, has_tokenizer, load_errors
 from harness.encoders.pooling import POOLING_MODES, pool
 from harness.encoders.quantized import BACKENDS, INT8_IDENTITY, check_backend, quantize_int8
+from harness.encoders.refs import is_offline
 from harness.encoders.settings import (
     ENCODER_CONFIG_FILE,
     EncoderSettings,
     read_encoder_config,
     resolve_settings,
 )
+from harness.encoders.st_head import HeadModule, apply_head, load_head, read_head
 from harness.encoders.texts import detached
 from harness.errors import ConfigError, InputError
 from harness.progress import bar_disabled
@@ -172,6 +174,11 @@ class HFEncoder(Encoder):
         self._model: torch.nn.Module | None = None   # loaded on first use
         self._tokenizer: Any = None
         self._fingerprint: str | None = None
+        # A sentence-transformers model's Dense/LayerNorm modules after pooling (harness.encoders.st_head): read
+        # now from a folder, on first need from the hub; loaded with the weights.
+        self._head_modules: tuple[HeadModule, ...] | None = read_head(path) if folder is not None else None
+        self._head: torch.nn.Module | None = None
+        self._out_dim: int | None = None
 
     # ----------------------------------------------------------------- identity
     def identity(self) -> dict[str, Any]:
@@ -182,6 +189,8 @@ class HFEncoder(Encoder):
             self._fingerprint = fp
         identity = {"encoder": "hf", "model": self._fingerprint, **self.settings.to_dict(),
                     "dtype": _DTYPE_NAMES[self.dtype]}
+        if self.head_modules:             # absent without a head: the keys of every other model stay
+            identity["head"] = [m.kind for m in self.head_modules]
         if self.backend != "torch":       # absent for torch: fp32/bf16 cache keys stay what they were
             identity["backend"] = INT8_IDENTITY
         return identity
@@ -192,7 +201,15 @@ class HFEncoder(Encoder):
         clone = copy.copy(self)
         clone.device, clone.devices = torch.device(device), None
         clone._model, clone._tokenizer, clone.fused = None, None, {}
+        clone._head, clone._out_dim = None, None
         return clone
+
+    @property
+    def head_modules(self) -> tuple[HeadModule, ...]:
+        """The sentence-transformers modules applied after pooling (empty for most models)."""
+        if self._head_modules is None:
+            self._head_modules = read_head(self.path)
+        return self._head_modules
 
     # ------------------------------------------------------------------ loading
     def _load(self):
@@ -233,14 +250,19 @@ class HFEncoder(Encoder):
             self.fused = {"int8_linear": count}
         elif self.cpu_fusion and self.device.type == "cpu" and self.dtype == torch.float32:
             self.fused = fuse_linear_layers(model)
+        head = load_head(self.path, self.head_modules, local_files_only=is_offline()).to(self.device).eval()
+        dense = [m for m in head if hasattr(m, "out_features")]
+        self._head = head
+        self._out_dim = int(dense[-1].out_features) if dense else _hidden_size(model)
         self._model, self._tokenizer = model, tokenizer
         return model, tokenizer
 
     @property
     def dim(self) -> int:
-        """Embedding dimension (loads the model)."""
-        model, _ = self._load()
-        return _hidden_size(model)
+        """Embedding dimension (loads the model): the hidden size, or the last Dense module's output size."""
+        self._load()
+        assert self._out_dim is not None
+        return self._out_dim
 
     # ----------------------------------------------------------------- encoding
     def encode_queries(self, texts: Sequence[str], *, batch_size: int | None = None,
@@ -294,11 +316,11 @@ class HFEncoder(Encoder):
         if isinstance(texts, str):
             raise TypeError("texts must be a sequence of strings, not one string")
         if len(texts) == 0:
-            return np.empty((0, _hidden_size(model)), dtype=np.float32)
+            return np.empty((0, self.dim), dtype=np.float32)
         flat, offsets = self.tokenize_flat(texts, max_length, prompt)
         lengths = np.diff(offsets)
         n = len(lengths)
-        out = np.empty((n, _hidden_size(model)), dtype=np.float32)
+        out = np.empty((n, self.dim), dtype=np.float32)
         # Longest first: the largest batch runs first (an OOM shows at once), and ties keep input order.
         order = np.argsort(-lengths, kind="stable")
         step = batch_size or self.batch_size
@@ -314,7 +336,7 @@ class HFEncoder(Encoder):
                 input_ids = input_ids.to(self.device, non_blocking=True)
                 mask = mask.to(self.device, non_blocking=True)
                 hidden = model(input_ids=input_ids, attention_mask=mask).last_hidden_state
-                emb = pool(hidden.float(), mask, self.settings.pooling)
+                emb = apply_head(self._head, pool(hidden.float(), mask, self.settings.pooling))
                 if self.settings.normalize:
                     emb = torch.nn.functional.normalize(emb, p=2, dim=-1)
                 out[rows] = emb.cpu().numpy()

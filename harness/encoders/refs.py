@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.encoders.known import KnownModel, find_known_model, known_models
-from harness.errors import ConfigError
+from harness.errors import ConfigError, InputError
 from harness.io import atomic_dir, atomic_write_json
 from harness.io.readers import read_json_object
 from harness.synthetic.refs import resolve_synthetic_model as resolve_synthetic
@@ -303,8 +303,16 @@ def _defaults_from_sentence_transformers(path: Path) -> ModelDefaults:
     if not pooling_cfg.exists():
         return ModelDefaults()
     cfg = read_json_object(pooling_cfg, "pooling config", "fix or re-save the file")
-    pooling = "mean" if cfg.get("pooling_mode_mean_tokens") else "cls" if cfg.get("pooling_mode_cls_token") else \
-        "last" if cfg.get("pooling_mode_lasttoken") else "mean"
+    if isinstance(cfg.get("pooling_mode"), str):
+        # sentence-transformers >= 5 saves one "pooling_mode" name instead of the pooling_mode_*_tokens flags
+        named = {"cls": "cls", "mean": "mean", "lasttoken": "last"}.get(cfg["pooling_mode"])
+        if named is None:
+            raise InputError(pooling_cfg, f"pooling_mode {cfg['pooling_mode']!r} is not one the harness encodes "
+                                          f"(cls, mean, lasttoken)")
+        pooling = named
+    else:
+        pooling = "mean" if cfg.get("pooling_mode_mean_tokens") else "cls" if cfg.get("pooling_mode_cls_token") \
+            else "last" if cfg.get("pooling_mode_lasttoken") else "mean"
     normalize = (path / "2_Normalize").exists() or "Normalize" in (path / "modules.json").read_text() \
         if (path / "modules.json").exists() else False
     return ModelDefaults(pooling=pooling, normalize=normalize, max_length=_st_max_length(path))
