@@ -88,12 +88,14 @@ def test_table1_every_printed_system_beside_ours(finished_paper):
     columns, rows = printed(1)
     labels = [r.label for r in table.rows]
     assert labels[:2] == ["Fine-tuning baseline", "+COCO +iDRO"]         # the baseline row comes with the kind
-    assert len(labels) == 2 + len(columns) + 2                          # ours + one row per printed system + released
-    # the released checkpoints evaluated here, right after the printed COCO-DR Base / Large lines
+    assert len(labels) == 2 + len(columns) + 3            # ours + one row per printed system + released (3)
+    # the released checkpoints evaluated here, right after the printed COCO-DR Base / Large lines, then BEIR's ANCE
     at = labels.index("COCO-DR Large (paper 001, Tab. 1)")
     assert labels[at + 1:] == ["COCO-DR Base (released; MiniLM below paper scale)",
-                               "COCO-DR Large (released; MiniLM below paper scale)"]
+                               "COCO-DR Large (released; MiniLM below paper scale)",
+                               "ANCE (BEIR's released FirstP; MiniLM below paper scale)"]
     first, second = table.columns[0].key, table.columns[1].key
+    assert table.rows[at + 3].cells[second].value == pytest.approx(scores[("ance-released", "trec-covid")])
     assert table.rows[at + 1].cells[second].value == pytest.approx(scores[("released-base", "trec-covid")])
     assert table.rows[at + 2].cells[first].value == pytest.approx(scores[("released-large", "msmarco")])
     keys = [c.key for c in table.columns]

@@ -14,7 +14,7 @@ from harness.method import get_method, train_run_config
 ROWS = ["baseline", "coco", "idro", "coco-idro", "coco-groupdro", "coco-greedy", "coco-idro-paper"]
 COCO_ROWS = [r for r in ROWS if r.startswith("coco")]
 # paper 001 Table 2's Condenser column, the released checkpoints evaluated as they are (Table 1), BM25 (Table 6)
-EXTRA_ROWS = ["condenser", "ance-bert", "released-base", "released-large", "bm25"]
+EXTRA_ROWS = ["condenser", "ance-bert", "released-base", "released-large", "ance-released", "bm25"]
 
 
 @pytest.mark.parametrize("scale", ["tiny", "small", "paper", "paper-large"])
@@ -38,6 +38,10 @@ def test_rows_cells_and_one_shared_coco_run(scale):
     else:
         assert released[0].key == released[1].key and released[0].model == "minilm"
     assert cells["bm25"].method == "none" and cells["bm25"].model == "bm25"       # Table 6's sparse side
+    # BEIR's ANCE (Table 1's ANCE column, Table 6's printed ANCE gaps): the hub checkpoint at paper scales
+    ance = cells["ance-released"]
+    assert ance.method == "none" and ance.model == (
+        "sentence-transformers/msmarco-roberta-base-ance-firstp" if scale.startswith("paper") else "minilm")
     methods = {v: cells[v].method for v in ROWS}
     assert methods == {"baseline": "dro-erm", "coco": "dro-erm", "idro": "idro", "coco-idro": "idro",
                        "coco-groupdro": "groupdro", "coco-greedy": "groupdro", "coco-idro-paper": "idro"}
@@ -112,8 +116,8 @@ def test_paper_dry_runs_print_the_plan_with_gpu_hours(tmp_path, capsys, monkeypa
     monkeypatch.delenv("HARNESS_COCODR_EVAL", raising=False)
     assert main(["run", "coco_dr", "--scale", "paper", "--dry-run", "--results-root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    # 12 cells: BM25 (Table 6's sparse side) is an untrained one, ANCE from BERT-base (Table 6) a trained one
-    assert "12 training cells x 31 benchmarks" in out and "{cocodr_data}" in out
+    # 13 cells: BM25 (Table 6's sparse side) and BEIR's ANCE (Table 1) untrained, ANCE from BERT-base (Table 6) trained
+    assert "13 training cells x 31 benchmarks" in out and "{cocodr_data}" in out
     lines = out.splitlines()
     coco = [line for line in lines if "<- COCO pretraining (coco): method=coco" in line]
     assert len(coco) == 1 and "steps=200000 batch=1600" in coco[0] and "lr=0.0001" in coco[0] and "GPU-h" in coco[0]
