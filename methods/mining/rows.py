@@ -47,6 +47,7 @@ from harness.data.beir import Corpus, Queries
 from harness.data.training import TrainingRow
 from harness.errors import ConfigError
 from harness.io import atomic_write, atomic_write_json
+from harness.progress import bar_disabled
 from harness.retrieval.pool import CandidatePool
 from methods.mining.fill import GeneratedFill, Generation, fill_pools, generation_report
 from methods.mining.judge import JudgeStats
@@ -296,7 +297,7 @@ def mine_rows(rows: Sequence[TrainingRow], pool_factory: Callable[[Corpus], Cand
     names = [s.name for s in pool.sources]
     from tqdm import tqdm
 
-    bar = tqdm(total=len(rows), unit="query", desc="mining", disable=not progress)
+    bar = tqdm(total=len(rows), unit="query", desc="mining", disable=bar_disabled(progress))
     all_stats: list[dict] = []
     judge_stats = JudgeStats()
     chunk_no = 0

@@ -77,3 +77,19 @@ def test_generated_fills_avoid_the_positives_of_rows_with_the_same_query(tmp_pat
     # the generated query scores like the original (the encoder ignores query text): of its candidates
     # N1 is eligible, P2 (row 0's positive, the same query's) is not, N2 and N3 are taken already
     assert [m["neg"] for m in mined] == [["N2", "N3", "N1"], ["N2", "N3", "N1"]]
+
+
+@pytest.mark.parametrize("mode,shown", [("off", False), ("on", True)])
+def test_the_mining_bar_follows_the_progress_setting(tmp_path, capsys, monkeypatch, mode, shown):
+    """The bar of a suite's mining stage obeys --no-progress / HARNESS_PROGRESS (it was drawn into redirected
+    logs of `harness run --no-progress`)."""
+    from harness.progress import PROGRESS_ENV
+
+    monkeypatch.setenv(PROGRESS_ENV, mode)
+    names = list(COS)
+    corpus = Corpus(names, [""] * len(names), names)
+    mine_rows([TrainingRow("q", ["P1"], [], {})],
+              lambda c: CandidatePool([DenseSource(PlanarEncoder(), "p")], c, depth=4, cache_dir=tmp_path),
+              tmp_path / "m.jsonl", MiningSettings(strategy="perc_pos", percent=0.9, k=4), corpus=corpus,
+              progress=True)
+    assert ("mining:" in capsys.readouterr().err) == shown
