@@ -125,6 +125,7 @@ def _fabricate(root: Path, suite) -> tuple[str, Path, dict[tuple[str, str], floa
     return str(cell.model), model_dir, means
 
 
+@pytest.mark.slow      # about 30-65 s on 2 CPU cores (the tiny world, two encoders, four corpora); the oracles above stay fast
 def test_figure5a_on_the_tiny_stand_ins(tmp_path):
     from transformers import AutoTokenizer
 
