@@ -403,7 +403,8 @@ def build_report(inputs: SuiteInputs, per_query_metrics: Sequence[str] | None = 
     if difference_figures:
         from reports.html.figures import difference_plots  # lazy (start-up speed): imports PIL, matplotlib
 
-        plots += difference_plots(inputs.systems, [b.id for b in inputs.benchmarks], data["metrics"][0], results)
+        plots += difference_plots(inputs.systems, [b.id for b in inputs.benchmarks], data["metrics"][0], results,
+                                  missing=str((data.get("options") or {}).get("missing", "error")))
     if inputs.train_logs:
         from reports.html.figures import training_curve_plot  # lazy (start-up speed): imports PIL, matplotlib
 

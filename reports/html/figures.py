@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.evaluation_result import EvaluationResult
+from harness.stats.align import align
 from reports.comparison import metric_label
 from reports.html.model import Plot, SystemInfo
 from reports.plots import (
@@ -38,9 +39,11 @@ def training_curve_plot(train_logs: Mapping[str, Path]) -> Plot | None:
 
 
 def difference_plots(systems: Sequence[SystemInfo], benchmarks: Sequence[str], metric: str,
-                     results: Mapping[tuple[str, str], EvaluationResult]) -> list[Plot]:
+                     results: Mapping[tuple[str, str], EvaluationResult], missing: str = "error") -> list[Plot]:
     """One PNG per non-baseline system: its per-query ``metric`` differences to the baseline, pooled over
-    ``benchmarks`` (histogram and sorted bars, mean with a Student-t 95% interval)."""
+    ``benchmarks`` (histogram and sorted bars, mean with a Student-t 95% interval).  Queries are paired as the
+    suite's tests paired them (``missing``: its stats option; ``zero`` scores a query one side did not answer
+    as 0)."""
     base = systems[0]
     plots = []
     for system in systems[1:]:
@@ -48,7 +51,10 @@ def difference_plots(systems: Sequence[SystemInfo], benchmarks: Sequence[str], m
         for bench in benchmarks:
             a, b = results[(base.id, bench)], results[(system.id, bench)]
             if metric in a.per_query and metric in b.per_query:
-                parts.append(per_query_differences(a, b, metric)[1])
+                if missing == "error":
+                    parts.append(per_query_differences(a, b, metric)[1])
+                else:
+                    parts.append(align(a, b, metric=metric, missing=missing).diff)
         d = np.concatenate(parts) if parts else np.zeros(0)
         if len(d) < 2:
             continue

@@ -57,3 +57,28 @@ def test_only_the_loss_is_smoothed(tmp_path):
     loss_axis, lr_axis = fig.axes
     assert len(loss_axis.lines) == 2 and len(lr_axis.lines) == 1          # raw + EMA; the schedule raw only
     assert lr_axis.lines[0].get_ydata().tolist() == [1e-4 * i for i in range(1, 61)]
+
+
+def test_difference_plots_pair_queries_as_the_suite_tests_did():
+    """A BM25 row answering fewer queries than the baseline (coco_dr tiny: 4 Thai queries with no indexable term):
+    with the suite's ``missing: zero`` the plot pools the same differences the paired test used (0 for the
+    unanswered queries); with ``error`` it refuses, as the statistics would."""
+    import numpy as np
+    import pytest
+
+    from harness.evaluation_result import EvaluationResult
+    from harness.stats.align import align
+    from reports.html.figures import difference_plots
+    from reports.html.model import SystemInfo
+
+    qids = [f"q{i}" for i in range(6)]
+    base = EvaluationResult(qids, {"ndcg@10": np.linspace(0.1, 0.6, 6)})
+    short = EvaluationResult(qids[:4], {"ndcg@10": np.array([0.9, 0.2, 0.4, 0.0])})
+    systems = [SystemInfo("base", "Baseline"), SystemInfo("bm25", "BM25")]
+    results = {("base", "b"): base, ("bm25", "b"): short}
+    (plot,) = difference_plots(systems, ["b"], "ndcg@10", results, missing="zero")
+    assert "(6 queries, 1 benchmark(s))" in plot.title
+    paired = align(base, short, metric="ndcg@10", missing="zero")
+    assert paired.missing_in_system == 2 and paired.diff[-2:] == pytest.approx([-0.5, -0.6])
+    with pytest.raises(ValueError, match="2 queries only in the first result"):
+        difference_plots(systems, ["b"], "ndcg@10", results)
