@@ -125,7 +125,8 @@ def _fabricate(root: Path, suite) -> tuple[str, Path, dict[tuple[str, str], floa
     return str(cell.model), model_dir, means
 
 
-@pytest.mark.slow      # about 30-65 s on 2 CPU cores (the tiny world, two encoders, four corpora); the oracles above stay fast
+# about 30-65 s on 2 CPU cores (the tiny world, two encoders, four corpora); the oracles above stay in the default run
+@pytest.mark.slow
 def test_figure5a_on_the_tiny_stand_ins(tmp_path):
     from transformers import AutoTokenizer
 
