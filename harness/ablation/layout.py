@@ -115,6 +115,24 @@ class LayoutKind:
         return None
 
 
+def check_known_options(layout: TableLayout, allowed: tuple[str, ...], where: str | None = None) -> None:
+    """Refuse a layout option its kind does not read, naming the kind's options (for ``LayoutKind.check``)."""
+    unknown = sorted(set(layout.options) - set(allowed))
+    if unknown:
+        raise ConfigError(f"{where or f'layout {layout.name!r}'}: unknown option(s) {', '.join(unknown)}; options: "
+                          f"{', '.join(allowed)}")
+
+
+def check_column_benchmarks(layout: TableLayout, suite: AblationSuite, scale: str, where: str | None = None) -> None:
+    """Refuse a column whose benchmark is neither a benchmark nor an aggregate of ``scale``."""
+    config = suite.scale(scale)
+    names = {b.id for b in config.benchmarks} | set(config.aggregates)
+    for col in layout.columns:
+        if col.benchmark not in names:
+            raise ConfigError(f"{where or f'layout {layout.name!r}'}: {col.benchmark!r} is neither a benchmark nor "
+                              f"an aggregate of {scale!r}")
+
+
 def _set_kind_name(name: str, cls: type[LayoutKind]) -> None:
     cls.name = name
 

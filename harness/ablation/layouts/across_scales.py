@@ -38,6 +38,7 @@ from harness.ablation.layout import (
     LayoutRowGroup,
     ResultsLayout,
     TableLayout,
+    check_known_options,
     layout_kind,
     load_layout,
     register_layout_kind,
@@ -148,10 +149,7 @@ class AcrossScalesLayout(LayoutKind):
     columns = "layout"          # no columns of its own: the gathered layout's
 
     def check(self, layout: TableLayout, suite: AblationSuite, scale: str) -> None:
-        unknown = sorted(set(layout.options) - set(OPTIONS))
-        if unknown:
-            raise ConfigError(f"layout {layout.name!r}: unknown option(s) {', '.join(unknown)}; options: "
-                              f"{', '.join(OPTIONS)}")
+        check_known_options(layout, OPTIONS)
         if layout.rows:
             raise ConfigError(f"layout {layout.name!r}: a grid's rows are its blocks' (options.rows and "
                               "options.scales.<scale>.rows / reported), not rows:")

@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.ablation.benchmarks import load_benchmark_ref
-from harness.ablation.layout import LayoutKind, TableLayout, register_layout_kind
+from harness.ablation.layout import (
+    LayoutKind,
+    TableLayout,
+    check_column_benchmarks,
+    check_known_options,
+    register_layout_kind,
+)
 from harness.ablation.paths import train_cell_dir
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError
@@ -59,19 +65,14 @@ class AlignmentUniformityLayout(LayoutKind):
 
     def check(self, layout: TableLayout, suite: AblationSuite, scale: str) -> None:
         where = f"layout {layout.name!r}"
-        unknown = sorted(set(layout.options) - set(OPTIONS))
-        if unknown:
-            raise ConfigError(f"{where}: unknown option(s) {', '.join(unknown)}; options: {', '.join(OPTIONS)}")
+        check_known_options(layout, OPTIONS, where)
         encoders = layout.options.get("encoders")
         if not isinstance(encoders, list) or not encoders:
             raise ConfigError(f"{where}: 'encoders' must be a non-empty list of {{label, variant, stage, point}}")
         for entry in encoders:
             check_encoder_entry(entry, suite, where)
-        config = suite.scale(scale)
-        names = {b.id for b in config.benchmarks} | set(config.aggregates)
+        check_column_benchmarks(layout, suite, scale, where)
         for col in layout.columns:
-            if col.benchmark not in names:
-                raise ConfigError(f"{where}: {col.benchmark!r} is neither a benchmark nor an aggregate of {scale!r}")
             if col.metric not in METRICS:
                 raise ConfigError(f"{where}: column {col.benchmark!r}: metric must be one of {', '.join(METRICS)}, "
                                   f"got {col.metric!r}")

@@ -43,7 +43,13 @@ import numpy as np
 
 from harness.ablation.axes import FinishedSuite, systems_of
 from harness.ablation.benchmarks import load_benchmark_ref
-from harness.ablation.layout import LayoutKind, TableLayout, register_layout_kind
+from harness.ablation.layout import (
+    LayoutKind,
+    TableLayout,
+    check_column_benchmarks,
+    check_known_options,
+    register_layout_kind,
+)
 from harness.ablation.layouts.alignment import encoder_model
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError
@@ -113,9 +119,7 @@ class ClusterGainLayout(LayoutKind):
 
     def check(self, layout: TableLayout, suite: AblationSuite, scale: str) -> None:
         where = f"layout {layout.name!r} (cluster-gain)"
-        unknown = sorted(set(layout.options) - set(OPTIONS))
-        if unknown:
-            raise ConfigError(f"{where}: unknown option(s) {', '.join(unknown)}; options: {', '.join(OPTIONS)}")
+        check_known_options(layout, OPTIONS, where)
         variants = {v.id: v for v in suite.variants}
         for side in ("with", "without"):
             name = _opt(layout, side)
@@ -135,13 +139,10 @@ class ClusterGainLayout(LayoutKind):
                 raise ConfigError(f"{where}: {name!r} must be a positive integer, got {value!r}")
         if isinstance(_opt(layout, "seed"), bool) or not isinstance(_opt(layout, "seed"), int):
             raise ConfigError(f"{where}: 'seed' must be an integer, got {_opt(layout, 'seed')!r}")
-        config = suite.scale(scale)
-        names = {b.id for b in config.benchmarks} | set(config.aggregates)
         if not layout.columns:
             raise ConfigError(f"{where}: the columns name no target task")
+        check_column_benchmarks(layout, suite, scale, where)
         for col in layout.columns:
-            if col.benchmark not in names:
-                raise ConfigError(f"{where}: {col.benchmark!r} is neither a benchmark nor an aggregate of {scale!r}")
             if col.metric not in suite.metrics:
                 raise ConfigError(f"{where}: column {col.benchmark!r}: metric {col.metric!r} is not one of the "
                                   f"suite's metrics ({', '.join(suite.metrics)})")

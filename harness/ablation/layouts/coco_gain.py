@@ -41,7 +41,13 @@ import math
 from pathlib import Path
 from typing import Any
 
-from harness.ablation.layout import LayoutKind, TableLayout, register_layout_kind
+from harness.ablation.layout import (
+    LayoutKind,
+    TableLayout,
+    check_column_benchmarks,
+    check_known_options,
+    register_layout_kind,
+)
 from harness.ablation.layouts.alignment import check_encoder_entry, corpus_span_pairs, encoder_model
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError
@@ -74,9 +80,7 @@ class CocoGainLayout(LayoutKind):
 
     def check(self, layout: TableLayout, suite: AblationSuite, scale: str) -> None:
         where = f"layout {layout.name!r}"
-        unknown = sorted(set(layout.options) - set(OPTIONS))
-        if unknown:
-            raise ConfigError(f"{where}: unknown option(s) {', '.join(unknown)}; options: {', '.join(OPTIONS)}")
+        check_known_options(layout, OPTIONS, where)
         encoders = layout.options.get("encoders")
         if not isinstance(encoders, dict) or set(encoders) != set(ENCODER_ROLES):
             raise ConfigError(f"{where}: 'encoders' must be {{before: {{variant, stage, point}}, after: {{...}}}}, "
@@ -91,11 +95,8 @@ class CocoGainLayout(LayoutKind):
             if variant not in variants:
                 raise ConfigError(f"{where}: gain {role!r} variant {variant!r} is not a variant of suite "
                                   f"{suite.name!r}")
-        config = suite.scale(scale)
-        names = {b.id for b in config.benchmarks} | set(config.aggregates)
+        check_column_benchmarks(layout, suite, scale, where)
         for col in layout.columns:
-            if col.benchmark not in names:
-                raise ConfigError(f"{where}: {col.benchmark!r} is neither a benchmark nor an aggregate of {scale!r}")
             if col.metric not in suite.metrics:
                 raise ConfigError(f"{where}: column {col.benchmark!r}: metric {col.metric!r} is not a metric of the "
                                   f"suite ({', '.join(suite.metrics)})")

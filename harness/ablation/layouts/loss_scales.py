@@ -26,7 +26,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.ablation.layout import LayoutKind, TableLayout, read_summary, register_layout_kind, train_keys
+from harness.ablation.layout import (
+    LayoutKind,
+    TableLayout,
+    check_known_options,
+    read_summary,
+    register_layout_kind,
+    train_keys,
+)
 from harness.ablation.paths import train_cell_dir
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError
@@ -72,10 +79,7 @@ class LossScalesLayout(LayoutKind):
     columns = "variant"
 
     def check(self, layout: TableLayout, suite: AblationSuite, scale: str) -> None:
-        unknown = sorted(set(layout.options) - set(OPTIONS))
-        if unknown:
-            raise ConfigError(f"layout {layout.name!r}: unknown option(s) {', '.join(unknown)}; options: "
-                              f"{', '.join(OPTIONS)}")
+        check_known_options(layout, OPTIONS)
         opts = layout.options
         if opts.get("sort", "desc") not in SORTS:
             raise ConfigError(f"layout {layout.name!r}: sort must be one of {', '.join(SORTS)}, got {opts['sort']!r}")

@@ -40,7 +40,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from harness.ablation.layout import LayoutKind, TableLayout, read_summary, register_layout_kind, train_keys
+from harness.ablation.layout import (
+    LayoutKind,
+    TableLayout,
+    check_known_options,
+    read_summary,
+    register_layout_kind,
+    train_keys,
+)
 from harness.ablation.paths import train_cell_dir
 from harness.ablation.resolve import resolve_path
 from harness.ablation.spec import AblationSuite
@@ -244,10 +251,7 @@ class TopicDistributionLayout(LayoutKind):
     columns = "variant"
 
     def check(self, layout: TableLayout, suite: AblationSuite, scale: str) -> None:
-        unknown = sorted(set(layout.options) - set(TOPIC_OPTIONS))
-        if unknown:
-            raise ConfigError(f"layout {layout.name!r}: unknown option(s) {', '.join(unknown)}; options: "
-                              f"{', '.join(TOPIC_OPTIONS)}")
+        check_known_options(layout, TOPIC_OPTIONS)
         for column in layout.columns:
             variant = suite.variant(column.benchmark)
             options = {**variant.options, **(variant.scales.get(scale) or {}).get("options", {})}
@@ -392,10 +396,7 @@ class DataCountsLayout(LayoutKind):
     columns = "variant"
 
     def check(self, layout: TableLayout, suite: AblationSuite, scale: str) -> None:
-        unknown = sorted(set(layout.options) - set(DATA_OPTIONS))
-        if unknown:
-            raise ConfigError(f"layout {layout.name!r}: unknown option(s) {', '.join(unknown)}; options: "
-                              f"{', '.join(DATA_OPTIONS)}")
+        check_known_options(layout, DATA_OPTIONS)
         for column in layout.columns:
             variant = suite.variant(column.benchmark)
             if variant.method == "none":

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.ablation.layout import TableLayout, WeightsLayout, register_layout_kind, weights_table
+from harness.ablation.layout import TableLayout, WeightsLayout, check_known_options, register_layout_kind, weights_table
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError
 from reports.table import Cell, Column, Row, Table
@@ -37,10 +37,7 @@ class PrintedWeightsLayout(WeightsLayout):
     """Dataset weights per variant (``weights``) with a transcribed table's weights beside them."""
 
     def check(self, layout: TableLayout, suite: AblationSuite, scale: str) -> None:
-        unknown = sorted(set(layout.options) - set(OPTIONS))
-        if unknown:
-            raise ConfigError(f"layout {layout.name!r}: unknown option(s) {', '.join(unknown)}; options: "
-                              f"{', '.join(OPTIONS)}")
+        check_known_options(layout, OPTIONS)
         if "reported" not in layout.options:       # at a scale without printed numbers: the weights table
             return
         spec = _printed_table(layout)

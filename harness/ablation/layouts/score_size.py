@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.ablation.axes import FinishedSuite, systems_of
-from harness.ablation.layout import LayoutKind, TableLayout, register_layout_kind
+from harness.ablation.layout import LayoutKind, TableLayout, check_known_options, register_layout_kind
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError, HarnessError
 from reports.table import Cell, Column, Row, Table
@@ -74,10 +74,7 @@ class ScoreVsSizeLayout(LayoutKind):
     """Printed systems and our variants: score against parameter count."""
 
     def check(self, layout: TableLayout, suite: AblationSuite, scale: str) -> None:
-        unknown = sorted(set(layout.options) - set(OPTIONS))
-        if unknown:
-            raise ConfigError(f"layout {layout.name!r}: unknown option(s) {', '.join(unknown)}; options: "
-                              f"{', '.join(OPTIONS)}")
+        check_known_options(layout, OPTIONS)
         printed_points(layout)
         if len(layout.columns) != 1:
             raise ConfigError(f"layout {layout.name!r}: one column (the score of our rows), got "

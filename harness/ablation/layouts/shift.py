@@ -28,7 +28,13 @@ from typing import Any
 
 from harness.ablation.axes import FinishedSuite, systems_of
 from harness.ablation.benchmarks import load_benchmark_ref
-from harness.ablation.layout import LayoutKind, TableLayout, register_layout_kind
+from harness.ablation.layout import (
+    LayoutKind,
+    TableLayout,
+    check_column_benchmarks,
+    check_known_options,
+    register_layout_kind,
+)
 from harness.ablation.spec import AblationSuite
 from harness.errors import ConfigError
 from methods import dro_shift
@@ -47,10 +53,7 @@ class DistributionShiftLayout(LayoutKind):
     """Target benchmarks as rows; query / document similarity with the source and dense-minus-sparse gaps."""
 
     def check(self, layout: TableLayout, suite: AblationSuite, scale: str) -> None:
-        unknown = sorted(set(layout.options) - set(OPTIONS))
-        if unknown:
-            raise ConfigError(f"layout {layout.name!r}: unknown option(s) {', '.join(unknown)}; options: "
-                              f"{', '.join(OPTIONS)}")
+        check_known_options(layout, OPTIONS)
         benchmarks = {b.id for b in suite.scale(scale).benchmarks}
         source = layout.options.get("source")
         if source not in benchmarks:
@@ -61,11 +64,7 @@ class DistributionShiftLayout(LayoutKind):
             for side in ("dense", "sparse"):
                 if gap.get(side) not in known:
                     raise ConfigError(f"layout {layout.name!r}: gap {side} {gap.get(side)!r} is not a variant")
-        aggregates = suite.scale(scale).aggregates
-        for col in layout.columns:
-            if col.benchmark not in benchmarks and col.benchmark not in aggregates:
-                raise ConfigError(f"layout {layout.name!r}: {col.benchmark!r} is neither a benchmark nor an "
-                                  f"aggregate of {scale!r}")
+        check_column_benchmarks(layout, suite, scale)
 
     def render(self, suite: AblationSuite, scale: str, results_root: str | Path, layout: TableLayout) -> Any:
         return shift_table(shift_points(suite, scale, results_root, layout), layout)
