@@ -250,8 +250,10 @@ class HFEncoder(Encoder):
             self.fused = {"int8_linear": count}
         elif self.cpu_fusion and self.device.type == "cpu" and self.dtype == torch.float32:
             self.fused = fuse_linear_layers(model)
-        head = load_head(self.path, self.head_modules, local_files_only=is_offline()).to(self.device).eval()
-        dense = [m for m in head if hasattr(m, "out_features")]
+        head = load_head(self.path, self.head_modules, local_files_only=is_offline())
+        if head is not None:
+            head = head.to(self.device).eval()
+        dense = [m for m in head or () if hasattr(m, "out_features")]
         self._head = head
         self._out_dim = int(dense[-1].out_features) if dense else _hidden_size(model)
         self._model, self._tokenizer = model, tokenizer

@@ -88,7 +88,10 @@ def read_head(model: str) -> tuple[HeadModule, ...]:
 
 def load_head(model: str, head: tuple[HeadModule, ...], local_files_only: bool = False) -> Any:
     """The head as one ``torch.nn.Sequential`` of sentence-transformers modules (each takes and returns the
-    ``{"sentence_embedding": tensor}`` features)."""
+    ``{"sentence_embedding": tensor}`` features); ``None`` for no head, without importing sentence-transformers
+    (seconds of start-up every model load would otherwise pay)."""
+    if not head:
+        return None
     import torch  # lazy: start-up speed
 
     from harness.encoders.refs import hub_cache_dir
